@@ -1,0 +1,126 @@
+"""Command line: thin wrappers that parse, build a config, and call the library."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from .config import ConfigError
+
+
+def _cmd_config(a: argparse.Namespace) -> int:
+    from .config import dump_config, load_config
+
+    cfg = load_config(a.config, a.set)
+    print(dump_config(cfg), end="")
+    print(f"# run_id: {cfg.run_id()}")
+    return 0
+
+
+def _cmd_train(a: argparse.Namespace) -> int:
+    from .config import load_config
+    from .train.loop import train
+
+    cfg = load_config(a.config, a.set)
+    out = Path(a.out) if a.out else Path("runs") / f"{cfg.name}-{cfg.run_id()}"
+    res = train(cfg, out, progress=not a.no_progress)
+    f = res.final["final"]
+    print(f"run {out}  status={res.final['status']}  steps={res.final['steps']}  "
+          f"wall={res.final['wall_seconds']:.1f}s")
+    for k in ("train_loss", "train_acc", "id_acc", "ood_inferential_acc", "ood_symmetric_acc",
+              "ood_other_frac", "commutativity"):
+        print(f"  {k:22s} {f.get(k, float('nan')):.4f}")
+    return 0
+
+
+def _cmd_eval(a: argparse.Namespace) -> int:
+    from .eval.metrics import evaluate, top_deviations
+    from .io import atomic_write, write_json
+    from .train.loop import config_of, load_run
+
+    res = load_run(a.run)
+    cfg = config_of(a.run)
+    sets = res.task.eval_sets(cfg.train.data_seed, a.n)
+    metrics, rows, devs = evaluate(res.model, res.task, sets)
+    out = Path(a.out) if a.out else Path(a.run)
+    atomic_write(out / "eval_groups.csv", lambda p: rows.to_csv(p, index=False))
+    atomic_write(out / "eval_deviations.csv", lambda p: devs.to_csv(p, index=False))
+    write_json(out / "eval.json", metrics)
+    for k in ("train_acc", "id_acc", "ood_inferential_acc", "ood_symmetric_acc", "ood_other_frac",
+              "commutativity"):
+        print(f"  {k:22s} {metrics[k]:.4f}")
+    for a1, a2 in res.task.held_out_pairs:
+        top = ", ".join(f"{d:+d}: {p:.0%}" for d, p in top_deviations(devs, f"{a1}{a2}"))
+        print(f"  ({a1},{a2}) prediction - inferential target: {top}")
+    print(f"wrote {out / 'eval_groups.csv'}, {out / 'eval_deviations.csv'}, {out / 'eval.json'}")
+    return 0
+
+
+def _cmd_demo(a: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .demo import DEMO_GAMMAS, DEMO_PRESET, run_demo
+
+    print(f"anchorlab demo: training two models on the 'neurips' anchor task (preset {DEMO_PRESET}), "
+          f"gammas {DEMO_GAMMAS}, in {a.workers} worker process(es)...", flush=True)
+    table = run_demo(a.out, a.set, workers=a.workers)
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(table.drop(columns=["train_acc"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"\nwrote {Path(a.out) / 'summary.json'} and {Path(a.out) / 'ood_over_training.png'}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="anchorlab", description=__doc__)
+    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def with_config(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("config", help="YAML file or preset name (e.g. neurips/paper, demo/small)")
+        sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="dotted override, e.g. --set init.gamma=0.8 (repeatable)")
+
+    sp = sub.add_parser("config", help="print the resolved config and its run id")
+    with_config(sp)
+    sp.set_defaults(fn=_cmd_config)
+
+    sp = sub.add_parser("train", help="train one model")
+    with_config(sp)
+    sp.add_argument("--out", help="run directory (default runs/<name>-<run_id>); resumes if it exists")
+    sp.add_argument("--no-progress", action="store_true")
+    sp.set_defaults(fn=_cmd_train)
+
+    sp = sub.add_parser("eval", help="re-evaluate a trained run: per-group accuracy, hypotheses, deviations")
+    sp.add_argument("run", help="run directory")
+    sp.add_argument("--n", type=int, default=None, help="sequences per group (default: the config's)")
+    sp.add_argument("--out", help="where to write eval files (default: the run directory)")
+    sp.set_defaults(fn=_cmd_eval)
+
+    sp = sub.add_parser("demo", help="train a large-init and a small-init model and compare them")
+    sp.add_argument("--out", default="demo_out")
+    sp.add_argument("--workers", type=int, default=2, help="parallel training processes (default 2)")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override the demo config for both models")
+    sp.set_defaults(fn=_cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.fn(args)
+    except ConfigError as e:
+        print(f"anchorlab: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("anchorlab: interrupted (runs resume from their last checkpoint)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

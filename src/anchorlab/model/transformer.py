@@ -1,0 +1,156 @@
+"""Decoder-only transformer with every tensor passing a named hook point.
+
+Two architectures from one config (``ModelConfig.arch``):
+
+* ``neurips`` — post-LN, as NeurIPS eq. (4)-(7)::
+
+      X(1)  = X_in W_em + X_pos
+      X_ao  = LN(X + softmax(Q K^T / sqrt(d_k)) V W_O)
+      X_do  = LN(FFN(X_ao) + X_ao)
+
+* ``gpt2`` — pre-LN with a final LayerNorm (journal)::
+
+      X_ao  = X + Attn(LN(X));  X_do = X_ao + FFN(LN(X_ao));  out = LN_f(X_do)
+
+Attention is written out (no fused kernel) so the pattern can be read and
+edited through ``blocks.{l}.attn.hook_pattern``.
+
+Hook names (l = 0-based layer):
+  hook_embed, hook_pos_embed, hook_resid_in,
+  blocks.{l}.attn.hook_q / hook_k / hook_v          (B, H, T, d_head)
+  blocks.{l}.attn.hook_scores                        (B, H, T, T) scaled, masked, pre-softmax
+  blocks.{l}.attn.hook_pattern                       (B, H, T, T) after softmax
+  blocks.{l}.attn.hook_qkv                           (B, T, H*d_head)  X_qkv = Attn V
+  blocks.{l}.attn.hook_out                           (B, T, d_model)   X_qkv W_O
+  blocks.{l}.hook_ao                                 (B, T, d_model)   X_ao
+  blocks.{l}.mlp.hook_in / hook_pre / hook_post / hook_out
+  blocks.{l}.hook_do                                 (B, T, d_model)   X_do = X(l+1)
+  hook_final (B, T, d_model), hook_logits (B, T', V)
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..config import ModelConfig
+from .hooks import HookPoint, name_hook_points, run_with_cache
+
+
+class Attention(nn.Module):
+    """Causal multi-head self-attention, written out explicitly."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.n_heads, self.d_head = cfg.n_heads, cfg.d_head
+        inner = cfg.n_heads * cfg.d_head
+        self.W_Q = nn.Linear(cfg.d_model, inner)
+        self.W_K = nn.Linear(cfg.d_model, inner)
+        self.W_V = nn.Linear(cfg.d_model, inner)
+        self.W_O = nn.Linear(inner, cfg.d_model)
+        self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
+        self.hook_scores, self.hook_pattern = HookPoint(), HookPoint()
+        self.hook_qkv, self.hook_out = HookPoint(), HookPoint()
+        mask = torch.triu(torch.ones(cfg.max_len, cfg.max_len, dtype=torch.bool), diagonal=1)
+        self.register_buffer("causal_mask", mask, persistent=False)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, d_head)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        q = self.hook_q(self._split(self.W_Q(x)))
+        k = self.hook_k(self._split(self.W_K(x)))
+        v = self.hook_v(self._split(self.W_V(x)))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)          # (B, H, T, T)
+        scores = scores.masked_fill(self.causal_mask[:T, :T], float("-inf"))
+        scores = self.hook_scores(scores)
+        pattern = self.hook_pattern(torch.softmax(scores, dim=-1))          # (B, H, T, T)
+        z = (pattern @ v).transpose(1, 2).reshape(B, T, -1)                 # (B, T, H*d_head)
+        z = self.hook_qkv(z)
+        return self.hook_out(self.W_O(z))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.W_in = nn.Linear(cfg.d_model, cfg.d_ff)
+        self.W_out = nn.Linear(cfg.d_ff, cfg.d_model)
+        self.act = nn.ReLU() if cfg.activation == "relu" else nn.GELU()
+        self.hook_in, self.hook_pre = HookPoint(), HookPoint()
+        self.hook_post, self.hook_out = HookPoint(), HookPoint()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.hook_in(x)
+        h = self.hook_post(self.act(self.hook_pre(self.W_in(x))))
+        return self.hook_out(self.W_out(h))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.pre_ln = cfg.arch == "gpt2"
+        self.attn = Attention(cfg)
+        self.ln_attn = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
+        self.mlp = MLP(cfg)
+        self.ln_mlp = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
+        self.hook_ao, self.hook_do = HookPoint(), HookPoint()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.pre_ln:
+            x_ao = self.hook_ao(x + self.attn(self.ln_attn(x)))
+            return self.hook_do(x_ao + self.mlp(self.ln_mlp(x_ao)))
+        x_ao = self.hook_ao(self.ln_attn(x + self.attn(x)))
+        return self.hook_do(self.ln_mlp(self.mlp(x_ao) + x_ao))
+
+
+class Transformer(nn.Module):
+    """Decoder-only transformer. ``forward(tokens)`` -> logits.
+
+    tokens: (B, T) int64 with T <= max_len. ``last_only=True`` returns logits of
+    the last position only, (B, V) — what the anchor task's loss uses — and
+    skips the readout elsewhere.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_embed = nn.Embedding(cfg.max_len, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_final = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps) if cfg.arch == "gpt2" else None
+        self.readout = nn.Linear(cfg.d_model, cfg.vocab_size)
+        self.hook_embed, self.hook_pos_embed, self.hook_resid_in = HookPoint(), HookPoint(), HookPoint()
+        self.hook_final, self.hook_logits = HookPoint(), HookPoint()
+        name_hook_points(self)
+
+    @property
+    def hook_names(self) -> list[str]:
+        return list(name_hook_points(self))
+
+    def forward(self, tokens: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        T = tokens.shape[1]
+        if T > self.cfg.max_len:
+            raise ValueError(f"sequence length {T} exceeds model.max_len={self.cfg.max_len}")
+        pos = torch.arange(T, device=tokens.device)
+        x = self.hook_resid_in(self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(pos)))
+        for block in self.blocks:
+            x = block(x)
+        if self.ln_final is not None:
+            x = self.ln_final(x)
+        x = self.hook_final(x)
+        if last_only:
+            x = x[:, -1]
+        return self.hook_logits(self.readout(x))
+
+    def run_with_cache(self, tokens: torch.Tensor, **kwargs):
+        """``(logits, cache)``; see :func:`anchorlab.model.hooks.run_with_cache`."""
+        return run_with_cache(self, tokens, **kwargs)
+
+
+def build_model(cfg: ModelConfig) -> Transformer:
+    return Transformer(cfg)

@@ -1,0 +1,62 @@
+"""Training-curve figures (draw only; data comes from run histories)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def save_figure(fig: plt.Figure, path_without_ext: str | Path, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:
+    """Write ``fig`` as PNG (and PDF) atomically; close it."""
+    from ..io import atomic_write
+
+    out = []
+    for ext in formats:
+        p = Path(f"{path_without_ext}.{ext}")
+        atomic_write(p, lambda tmp, e=ext: fig.savefig(tmp, format=e, dpi=130, bbox_inches="tight"))
+        out.append(p)
+    plt.close(fig)
+    return out
+
+
+def plot_ood_over_training(histories: dict[str, pd.DataFrame], gammas: dict[str, float] | None = None) -> plt.Figure:
+    """Held-out-pair accuracy under the inferential and symmetric hypotheses vs step, one panel per run."""
+    fig, axes = plt.subplots(1, len(histories), figsize=(5 * len(histories), 3.6), squeeze=False, sharey=True)
+    for ax, (label, h) in zip(axes[0], histories.items()):
+        ax.plot(h.step, h.ood_inferential_acc, label="OOD: inferential", color="tab:blue")
+        ax.plot(h.step, h.ood_symmetric_acc, label="OOD: symmetric", color="tab:red")
+        ax.plot(h.step, h.id_acc, label="ID (seen pairs, test keys)", color="0.5", ls="--")
+        g = f" (gamma={gammas[label]})" if gammas and label in gammas else ""
+        ax.set_title(f"{label}{g}")
+        ax.set_xlabel("step")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("accuracy")
+    axes[0][-1].legend(loc="center right", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_training_curves(history: pd.DataFrame, metrics: tuple[str, ...] = (
+        "train_acc", "id_acc", "ood_inferential_acc", "ood_symmetric_acc")) -> plt.Figure:
+    """Loss (left) and chosen accuracies (right) of one run over steps."""
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    a1.plot(history.step, history.train_loss)
+    a1.set_yscale("log")
+    a1.set_xlabel("step")
+    a1.set_ylabel("train loss")
+    for m in metrics:
+        if m in history:
+            a2.plot(history.step, history[m], label=m)
+    a2.set_xlabel("step")
+    a2.set_ylim(-0.02, 1.02)
+    a2.legend(fontsize=8)
+    for a in (a1, a2):
+        a.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,57 @@
+"""Optimizer groups and the papers' learning-rate schedule."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ..config import OptimConfig
+from ..model.roles import param_infos
+
+NO_DECAY_ROLES = ("norm", "bias")
+
+
+def param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict]:
+    """AdamW groups: matrices decay; norms and biases do not (unless configured).
+
+    Each group carries the parameter names; every trainable parameter is in
+    exactly one group (asserted).
+    """
+    decay, no_decay = [], []
+    for info in param_infos(model):
+        p = getattr(info.module, info.kind)
+        if not p.requires_grad:
+            continue
+        (no_decay if info.role in NO_DECAY_ROLES and not cfg.decay_norm_and_bias else decay).append(
+            (info.name, p))
+    groups = [
+        {"params": [p for _, p in decay], "names": [n for n, _ in decay], "weight_decay": cfg.weight_decay},
+        {"params": [p for _, p in no_decay], "names": [n for n, _ in no_decay], "weight_decay": 0.0},
+    ]
+    n_grouped = sum(len(g["params"]) for g in groups)
+    n_params = sum(1 for p in model.parameters() if p.requires_grad)
+    assert n_grouped == n_params, f"{n_grouped} grouped parameters but the model has {n_params}"
+    return [g for g in groups if g["params"]]
+
+
+def make_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.AdamW:
+    return torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
+
+
+def lr_at(step: int, steps_per_epoch: int, cfg: OptimConfig) -> float:
+    """Learning rate for optimizer step ``step`` (0-based), stepped per batch.
+
+    Linear warmup from ``lr`` to ``lr * warmup_multiplier`` over
+    ``warmup_epochs``; then cosine from the peak to ``min_lr`` over
+    ``cosine_epochs``; then ``min_lr``.
+    """
+    e = step / max(steps_per_epoch, 1)
+    peak = cfg.lr * cfg.warmup_multiplier
+    if e < cfg.warmup_epochs:
+        return cfg.lr + (peak - cfg.lr) * e / cfg.warmup_epochs
+    t = e - cfg.warmup_epochs
+    if cfg.cosine_epochs > 0 and t < cfg.cosine_epochs:
+        return cfg.min_lr + (peak - cfg.min_lr) * 0.5 * (1.0 + math.cos(math.pi * t / cfg.cosine_epochs))
+    return cfg.min_lr if cfg.cosine_epochs > 0 else peak
