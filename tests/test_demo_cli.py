@@ -1,0 +1,41 @@
+import json
+
+from anchorlab.cli import main
+
+TINY = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024", "task.n_eval_per_group=16",
+        "train.batch_size=256", "train.epochs=1", "train.eval_every=2"]
+
+
+def test_demo_writes_summary_and_plot(tmp_path, capsys):
+    args = ["demo", "--out", str(tmp_path), "--workers", "1"]
+    for s in TINY:
+        args += ["--set", s]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "ood_inferential_acc" in out and "large_init" in out and "small_init" in out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [s["model"] for s in summary] == ["large_init", "small_init"]
+    for s in summary:
+        assert {"gamma", "id_acc", "ood_inferential_acc", "ood_symmetric_acc", "wall_seconds"} <= set(s)
+        assert 0.0 <= s["id_acc"] <= 1.0
+    assert summary[0]["gamma"] < summary[1]["gamma"]
+    assert (tmp_path / "ood_over_training.png").stat().st_size > 1000
+    for sub in ("large_init", "small_init"):
+        for f in ("config.yaml", "metrics.jsonl", "param_table.csv", "final.json"):
+            assert (tmp_path / sub / f).exists()
+
+
+def test_train_and_eval_commands(tmp_path, capsys):
+    args = ["train", "demo/small", "--out", str(tmp_path / "r"), "--no-progress"]
+    for s in TINY:
+        args += ["--set", s]
+    assert main(args) == 0
+    assert main(["eval", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "(4,3) prediction - inferential target" in out
+    assert (tmp_path / "r" / "eval_groups.csv").exists() and (tmp_path / "r" / "eval_deviations.csv").exists()
+
+
+def test_eval_of_missing_run_is_a_clear_error(tmp_path, capsys):
+    assert main(["eval", str(tmp_path / "nope")]) == 2
+    assert "not a run directory" in capsys.readouterr().err
