@@ -1,0 +1,159 @@
+"""Complexity figures (NeurIPS Fig. 5 / Fig. 7; journal Fig. 5A-C, Fig. 10). Drawing only:
+the numbers come from :mod:`anchorlab.analysis.condensation`, ``.embedding`` and ``.spectra``.
+
+Every function draws on ``ax`` when given (else a new figure) and returns the Figure.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from ..config import ConfigError  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+
+def _axes(ax: plt.Axes | None, figsize: tuple[float, float]) -> tuple[plt.Figure, plt.Axes]:
+    if ax is None:
+        fig, ax = plt.subplots(figsize=figsize)
+        return fig, ax
+    return ax.figure, ax
+
+
+def _need(df: pd.DataFrame, cols: Sequence[str], arg: str = "df") -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ConfigError(f"{arg}: missing column(s) {missing}; has {list(df.columns)}")
+
+
+def plot_cosine_heatmap(C: torch.Tensor | np.ndarray, order: torch.Tensor | np.ndarray | None = None,
+                        ax: plt.Axes | None = None, title: str = "cosine similarity of input weights",
+                        colorbar: bool = True) -> plt.Figure:
+    """Heatmap of a cosine matrix ``C`` (n, n) on a fixed [-1, 1] diverging scale; rows and
+    columns permuted by ``order`` (n,) (e.g. from ``condensation_order``) when given."""
+    c = C.detach().cpu().numpy() if isinstance(C, torch.Tensor) else np.asarray(C)
+    if c.ndim != 2 or c.shape[0] != c.shape[1]:
+        raise ConfigError(f"C: must be a square matrix, got shape {c.shape}")
+    if order is not None:
+        o = order.cpu().numpy() if isinstance(order, torch.Tensor) else np.asarray(order)
+        if sorted(o.tolist()) != list(range(c.shape[0])):
+            raise ConfigError(f"order: must be a permutation of 0..{c.shape[0] - 1}")
+        c = c[np.ix_(o, o)]
+    fig, ax = _axes(ax, (4.6, 4))
+    im = ax.imshow(c, cmap="RdBu_r", vmin=-1.0, vmax=1.0, interpolation="nearest")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("neuron" + (" (clustered order)" if order is not None else ""))
+    ax.set_ylabel("neuron")
+    if colorbar:
+        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    return fig
+
+
+def plot_embedding_pca(df: pd.DataFrame, ax: plt.Axes | None = None, x: str = "pc1", y: str = "pc2",
+                       arrow_steps: Sequence[int] = (), title: str | None = None) -> plt.Figure:
+    """Tokens at their PCA coordinates (from ``embedding_pca``), each labelled by its value.
+
+    ``arrow_steps`` (e.g. ``(3, 4)``) draws, per step s, an arrow from the smallest token v to
+    v + s, as the papers' red/blue arrows."""
+    _need(df, ["token", x, y])
+    fig, ax = _axes(ax, (4.6, 4.2))
+    ax.scatter(df[x], df[y], s=14, c=df["token"], cmap="viridis", alpha=0.5)
+    for t, px, py in zip(df["token"], df[x], df[y]):
+        ax.annotate(str(int(t)), (px, py), fontsize=7, ha="center", va="center")
+    pos = {int(t): (px, py) for t, px, py in zip(df["token"], df[x], df[y])}
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, s in enumerate(arrow_steps):
+        start = next((v for v in sorted(pos) if v + s in pos), None)
+        if start is None:
+            log.warning("plot_embedding_pca: no tokens v, v+%d to draw an arrow", s)
+            continue
+        ax.annotate("", xy=pos[start + s], xytext=pos[start],
+                    arrowprops=dict(arrowstyle="->", color=colors[(i + 3) % len(colors)], lw=1.8))
+        ax.plot([], [], color=colors[(i + 3) % len(colors)], label=f"+{s}")
+    if arrow_steps:
+        ax.legend(fontsize=8, loc="best")
+    ratio = df.attrs.get("explained_variance_ratio")
+    xl, yl = x.upper(), y.upper()
+    if ratio and x.startswith("pc") and y.startswith("pc"):
+        try:
+            xl += f" ({100 * ratio[int(x[2:]) - 1]:.0f}%)"
+            yl += f" ({100 * ratio[int(y[2:]) - 1]:.0f}%)"
+        except (ValueError, IndexError):
+            pass
+    ax.set_xlabel(xl)
+    ax.set_ylabel(yl)
+    ax.set_title(title or "token embeddings (PCA)", fontsize=10)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def plot_covariance_spectrum(spectra_by_step: pd.DataFrame, ax: plt.Axes | None = None, top_k: int = 10,
+                             log_y: bool = True, title: str = "embedding covariance eigenvalues") -> plt.Figure:
+    """Eigenvalues over training from a tidy ``step, index, eigenvalue`` table
+    (``covariance_spectra_by_step``): one line per eigenvalue index 1..top_k. With a single
+    step, eigenvalue against index instead."""
+    _need(spectra_by_step, ["step", "index", "eigenvalue"], "spectra_by_step")
+    d = spectra_by_step[spectra_by_step["index"] <= top_k]
+    fig, ax = _axes(ax, (5.2, 3.6))
+    steps = sorted(d["step"].unique())
+    if len(steps) <= 1:
+        d = d.sort_values("index")
+        ax.plot(d["index"], d["eigenvalue"], "o-")
+        ax.set_xlabel("eigenvalue index")
+    else:
+        cmap = plt.get_cmap("viridis")
+        idx = sorted(d["index"].unique())
+        for j, i in enumerate(idx):
+            g = d[d["index"] == i].sort_values("step")
+            ax.plot(g["step"], g["eigenvalue"], color=cmap(j / max(len(idx) - 1, 1)),
+                    label=f"$\\lambda_{{{int(i)}}}$")
+        ax.set_xlabel("step")
+        ax.legend(fontsize=7, ncol=2)
+    if log_y and (d["eigenvalue"] > 0).any():
+        ax.set_yscale("log")
+    ax.set_ylabel("eigenvalue")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def plot_stable_rank_bubbles(df: pd.DataFrame, x: str = "optim.weight_decay", y: str = "init.gamma",
+                             size: str = "phase", color: str = "stable_rank", ax: plt.Axes | None = None,
+                             size_scale: float = 120.0, cmap: str = "viridis",
+                             title: str = "stable rank of $W^{Q(1)}$") -> plt.Figure:
+    """Journal Fig. 5C: one bubble per (x, y) cell, area ~ ``size`` (the phase index), colour =
+    ``color`` (stable rank). Rows sharing a cell (seeds) are averaged for display; rows with a
+    missing value are dropped with a warning."""
+    _need(df, [x, y, size, color])
+    d = df[[x, y, size, color]]
+    bad = d.isna().any(axis=1)
+    if bad.any():
+        log.warning("plot_stable_rank_bubbles: dropping %d row(s) with missing values", int(bad.sum()))
+        d = d[~bad]
+    d = d.groupby([x, y], as_index=False)[[size, color]].mean()
+    fig, ax = _axes(ax, (5.4, 4.2))
+    sc = ax.scatter(d[x], d[y], s=size_scale * d[size].clip(lower=0), c=d[color], cmap=cmap,
+                    edgecolors="k", linewidths=0.5)
+    fig.colorbar(sc, ax=ax, label=color)
+    levels = sorted(v for v in pd.unique(d[size].round()) if v > 0)
+    for v in levels:
+        ax.scatter([], [], s=size_scale * v, facecolors="none", edgecolors="k", label=f"{size} {v:g}")
+    if levels:
+        ax.legend(fontsize=8, loc="best", labelspacing=1.2, borderpad=0.8)
+    xs = np.asarray(d[x], dtype=float)
+    if len(xs) and (xs > 0).all() and xs.max() / xs.min() > 50:
+        ax.set_xscale("log")
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    return fig
