@@ -91,3 +91,15 @@ def test_other_config_in_same_dir_is_refused(tmp_path, tiny_overrides):
     train(experiment_from_dict({}, tiny_overrides + ["train.epochs=0.25"]), tmp_path / "x")
     with pytest.raises(ConfigError, match="different run"):
         train(experiment_from_dict({}, tiny_overrides + ["train.epochs=0.25", "init.gamma=0.9"]), tmp_path / "x")
+
+
+def test_complexity_trajectory_is_logged_next_to_accuracy(tmp_path, tiny_overrides):
+    cfg = experiment_from_dict({}, tiny_overrides + ["train.epochs=0.5", "train.log_complexity=true",
+                                                      "train.eval_every=4"])
+    hist = train(cfg, tmp_path / "c").final["history"]
+    assert len(hist) >= 3
+    for h in hist:
+        assert "stable_rank/blocks.0.attn.W_Q.weight" in h and "condensation/largest_group_frac" in h
+        assert "embedding/ordinal_spearman" in h and "id_acc" in h
+    # weights move, so the logged stable rank changes over training
+    assert hist[0]["stable_rank/blocks.0.attn.W_Q.weight"] != hist[-1]["stable_rank/blocks.0.attn.W_Q.weight"]

@@ -312,6 +312,7 @@ class TrainConfig:
     compile: bool = False
     amp: str = "none"            # "none" | "bf16" (GPU)
     tf32: bool = False
+    log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
 
     def __post_init__(self) -> None:
         p = "train"

@@ -143,6 +143,10 @@ def train(cfg: ExperimentConfig, out_dir: str | Path, *, callbacks: Iterable[Cal
     _check_dir(run_dir, cfg)
     write_text(run_dir / "config.yaml", dump_config(cfg))
     device = pick_device(cfg.train.device)
+    callbacks = list(callbacks)
+    if cfg.train.log_complexity:
+        from ..analysis.spectra import ComplexityCallback
+        callbacks.append(ComplexityCallback())
     with numerics(cfg, device):
         return _train(cfg, run_dir, device, list(callbacks), progress, stop_after_step)
 
