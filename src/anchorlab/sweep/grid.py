@@ -1,0 +1,249 @@
+"""Sweep specs: a base config, overrides, and axes -> one validated config per run.
+
+A spec (YAML file or mapping)::
+
+    name: fig2-cpu
+    base: demo/small              # preset name, config path, or an inline mapping
+    set: [train.epochs=2]         # dotted overrides applied to the base first
+    axes:                         # product over every axis, in this order
+      init.gamma: [0.3, 0.5, 0.8]
+      model.n_layers: [1, 2]
+      optim.lr: [1.0e-4, 2.0e-4]
+    zip:                          # each group is ONE axis whose keys vary together
+      - train.init_seed: [0, 1, 2]
+        train.data_seed: [0, 1, 2]
+    aggregate: {source: best, select_over: [optim.lr]}   # see sweep.aggregate
+
+Every combination goes through the config validation, so an unknown axis key or
+a bad value fails with the config's :class:`~anchorlab.config.ConfigError`
+naming the dotted key. Combinations giving the same config (same ``run_id``)
+collapse to one run.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+import yaml
+
+from ..config import ConfigError, ExperimentConfig, apply_overrides, experiment_from_dict, load_yaml
+from .aggregate import AggregateOptions
+
+log = logging.getLogger(__name__)
+
+SPEC_KEYS = ("name", "base", "set", "axes", "zip", "aggregate")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One sweep dimension: ``keys`` vary together; ``values[i]`` holds one value per key."""
+
+    keys: tuple[str, ...]
+    values: tuple[tuple[Any, ...], ...]
+
+    def __post_init__(self) -> None:
+        if not self.keys:
+            raise ConfigError("axes: an axis needs at least one key")
+        for v in self.values:
+            if len(v) != len(self.keys):
+                raise ConfigError(f"zip {', '.join(self.keys)}: every value needs one entry per key")
+        if not self.values:
+            raise ConfigError(f"axes.{self.keys[0]}: needs at least one value")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a sweep: its id, config, and the value of every axis key (as typed by the config)."""
+
+    run_id: str
+    config: ExperimentConfig
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A parsed sweep: ``base`` is the resolved base config mapping (before ``set``)."""
+
+    name: str
+    base: dict[str, Any] = field(default_factory=dict)
+    set: tuple[str, ...] = ()
+    axes: tuple[Axis, ...] = ()
+    aggregate: AggregateOptions = field(default_factory=AggregateOptions)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ConfigError(f"name: the sweep needs a non-empty name, got {self.name!r}")
+        seen: set[str] = set()
+        for ax in self.axes:
+            for k in ax.keys:
+                if k in seen:
+                    raise ConfigError(f"axes.{k}: key appears in more than one axis")
+                if k == "name":
+                    raise ConfigError("axes.name: the run name is not part of the run id; sweep a config key")
+                seen.add(k)
+
+    @property
+    def axis_keys(self) -> tuple[str, ...]:
+        return tuple(k for ax in self.axes for k in ax.keys)
+
+    @property
+    def n_combinations(self) -> int:
+        n = 1
+        for ax in self.axes:
+            n *= len(ax.values)
+        return n
+
+    def to_dict(self) -> dict[str, Any]:
+        """Spec mapping (inline base) that :func:`load_sweep` reads back to an equal spec."""
+        axes = {ax.keys[0]: [v[0] for v in ax.values] for ax in self.axes if len(ax.keys) == 1}
+        zips = [{k: [v[i] for v in ax.values] for i, k in enumerate(ax.keys)}
+                for ax in self.axes if len(ax.keys) > 1]
+        d: dict[str, Any] = {"name": self.name, "base": copy.deepcopy(self.base), "set": list(self.set),
+                             "axes": axes}
+        if zips:
+            d["zip"] = zips
+        d["aggregate"] = self.aggregate.to_dict()
+        return d
+
+
+# ------------------------------------------------------------------ parsing
+def _axis(key: Any, values: Any) -> Axis:
+    if not isinstance(key, str) or not key:
+        raise ConfigError(f"axes: keys must be dotted config keys such as 'init.gamma', got {key!r}")
+    if not isinstance(values, (list, tuple)) or not values:
+        raise ConfigError(f"axes.{key}: expected a non-empty list of values, got {values!r}")
+    return Axis((key,), tuple((v,) for v in values))
+
+
+def _zip_axis(group: Any) -> Axis:
+    if not isinstance(group, Mapping) or not group:
+        raise ConfigError(f"zip: each entry must map dotted keys to equal-length lists, got {group!r}")
+    keys = tuple(group)
+    cols = [_axis(k, v) for k, v in group.items()]
+    lengths = {len(c.values) for c in cols}
+    if len(lengths) != 1:
+        raise ConfigError(f"zip {', '.join(map(str, keys))}: lists must have equal lengths, got "
+                          f"{[len(c.values) for c in cols]}")
+    values = tuple(tuple(c.values[i][0] for c in cols) for i in range(lengths.pop()))
+    return Axis(keys, values)
+
+
+def _resolve_base(base: Any, spec_dir: Path | None) -> dict[str, Any]:
+    if base is None:
+        return {}
+    if isinstance(base, Mapping):
+        return copy.deepcopy(dict(base))
+    if isinstance(base, (str, Path)):
+        if spec_dir is not None and (spec_dir / str(base)).exists():
+            return load_yaml(spec_dir / str(base))
+        return load_yaml(base)
+    raise ConfigError(f"base: expected a preset name, a config path or a mapping, got {base!r}")
+
+
+def sweep_from_dict(data: Mapping[str, Any], spec_dir: str | Path | None = None) -> SweepSpec:
+    """Mapping -> :class:`SweepSpec`; a relative ``base`` path is looked up next to ``spec_dir`` first."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"sweep spec: top level must be a mapping, got {type(data).__name__}")
+    for k in data:
+        if k not in SPEC_KEYS:
+            raise ConfigError(f"{k}: unknown sweep key; allowed: {', '.join(SPEC_KEYS)}")
+    if "name" not in data:
+        raise ConfigError("name: the sweep spec needs a name")
+    sets = data.get("set") or []
+    if isinstance(sets, str):
+        sets = [sets]
+    if not isinstance(sets, (list, tuple)) or not all(isinstance(s, str) for s in sets):
+        raise ConfigError(f"set: expected a list of KEY=VALUE overrides, got {sets!r}")
+    axes_map = data.get("axes") or {}
+    if not isinstance(axes_map, Mapping):
+        raise ConfigError(f"axes: expected a mapping of dotted key -> list of values, got {axes_map!r}")
+    zips = data.get("zip") or []
+    if not isinstance(zips, (list, tuple)):
+        raise ConfigError(f"zip: expected a list of mappings, got {zips!r}")
+    axes = tuple(_axis(k, v) for k, v in axes_map.items()) + tuple(_zip_axis(g) for g in zips)
+    agg = data.get("aggregate")
+    if agg is not None and not isinstance(agg, Mapping):
+        raise ConfigError(f"aggregate: expected a mapping, got {agg!r}")
+    return SweepSpec(name=data["name"], base=_resolve_base(data.get("base"), Path(spec_dir) if spec_dir else None),
+                     set=tuple(sets), axes=axes, aggregate=AggregateOptions.from_dict(agg))
+
+
+def load_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path") -> SweepSpec:
+    """A :class:`SweepSpec`, a mapping, or a YAML file path -> :class:`SweepSpec`."""
+    if isinstance(spec, SweepSpec):
+        return spec
+    if isinstance(spec, Mapping):
+        return sweep_from_dict(spec)
+    path = Path(spec)
+    if not path.is_file():
+        raise ConfigError(f"sweep spec {str(spec)!r}: no such file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: invalid YAML: {e}".splitlines()[0]) from None
+    return sweep_from_dict(data or {}, spec_dir=path.parent)
+
+
+# ------------------------------------------------------------------ expansion
+def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+    """``data['init']['gamma'] = value`` for ``key='init.gamma'`` (creating sections)."""
+    parts = key.split(".")
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        nxt = node.setdefault(part, {})
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"{key}: {'.'.join(parts[:i + 1])!r} is a value, not a section")
+        node = nxt
+    node[parts[-1]] = copy.deepcopy(value)
+
+
+def get_dotted(cfg: Any, key: str) -> Any:
+    """Read ``key`` back from a config (dataclass attributes, then dict entries)."""
+    node = cfg
+    for part in key.split("."):
+        if isinstance(node, Mapping):
+            if part in node:
+                node = node[part]
+            else:
+                try:
+                    node = node[int(part)]
+                except (ValueError, KeyError):
+                    raise ConfigError(f"{key}: no entry {part!r}") from None
+        else:
+            if not hasattr(node, part):
+                raise ConfigError(f"{key}: unknown key {part!r}")
+            node = getattr(node, part)
+    return node
+
+
+def expand(spec: "SweepSpec | Mapping[str, Any] | str | Path") -> list[RunSpec]:
+    """All runs of a sweep, in axis order (the first axis varies slowest), duplicates collapsed."""
+    spec = load_sweep(spec)
+    base = apply_overrides(spec.base, list(spec.set))
+    base["name"] = spec.name
+    runs: dict[str, RunSpec] = {}
+    n = 0
+    for combo in itertools.product(*(ax.values for ax in spec.axes)):
+        n += 1
+        data = copy.deepcopy(base)
+        for ax, vals in zip(spec.axes, combo):
+            for k, v in zip(ax.keys, vals):
+                set_dotted(data, k, v)
+        cfg = experiment_from_dict(data)
+        rid = cfg.run_id()
+        if rid not in runs:
+            runs[rid] = RunSpec(rid, cfg, {k: get_dotted(cfg, k) for k in spec.axis_keys})
+    if n != len(runs):
+        log.info("sweep %s: %d combinations collapse to %d distinct configs", spec.name, n, len(runs))
+    return list(runs.values())
+
+
+def runs_frame(runs: Sequence[RunSpec]) -> pd.DataFrame:
+    """Runs -> DataFrame with ``run_id`` and one column per axis key."""
+    return pd.DataFrame([{"run_id": r.run_id, **r.values} for r in runs])

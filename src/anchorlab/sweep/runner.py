@@ -1,0 +1,273 @@
+"""Run a sweep, resumably: expand the grid, skip what is done, execute the rest, record as results arrive.
+
+Layout of ``out_dir``::
+
+    sweep.yaml          the spec as run (inline base), rewritten at each call
+    results.sqlite      the store (see sweep.store)
+    runs/<run_id>/      one directory per run, handed to the run function
+
+Resume semantics, per run (the store's status at start):
+
+    finished, diverged  skipped (training is deterministic: a re-run would diverge again)
+    failed              re-run if ``retry_failed`` (default), else skipped
+    running             the previous driver died mid-run: reset to pending and re-run
+    pending / new       run
+
+Before a run is submitted, a ``runs/<run_id>/final.json`` of the same run id
+with status finished/diverged (a run that completed after its driver died) is
+recorded without running it again. A run function resumes from its own
+checkpoint in ``runs/<run_id>/``, so an interrupted run loses little work.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import math
+import sqlite3
+import time
+import traceback
+from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Future, wait
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import pandas as pd
+import yaml
+
+from ..config import ConfigError, ExperimentConfig
+from ..io import write_text
+from .executors import make_executor
+from .grid import RunSpec, SweepSpec, expand, load_sweep, runs_frame
+from .store import ResultStore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RUN_FN = "anchorlab.train.loop:run_experiment"
+RunFn = Callable[[ExperimentConfig, "str | Path"], Mapping[str, Any]]
+MAX_ERROR_CHARS = 8000
+
+
+def resolve_run_fn(run_fn: "str | RunFn | None") -> RunFn:
+    """``'package.module:function'`` (imported now) or a callable -> callable."""
+    if run_fn is None:
+        run_fn = DEFAULT_RUN_FN
+    if callable(run_fn):
+        return run_fn
+    if not isinstance(run_fn, str) or ":" not in run_fn:
+        raise ConfigError(f"run_fn: expected a callable or 'module:function', got {run_fn!r}")
+    mod, _, attr = run_fn.partition(":")
+    try:
+        fn = getattr(importlib.import_module(mod), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"run_fn: cannot import {run_fn!r}: {e}") from None
+    return fn
+
+
+def execute_run(run_fn: "str | RunFn", cfg: ExperimentConfig, run_dir: str) -> dict[str, Any]:
+    """Worker side: call the run function; never raises for a run's own failure.
+
+    Returns the run's result dict, or ``{"status": "failed", "error": traceback}``.
+    """
+    t0 = time.perf_counter()
+    try:
+        fn = resolve_run_fn(run_fn)
+        result = fn(cfg, run_dir)
+        if not isinstance(result, Mapping):
+            raise TypeError(f"run function returned {type(result).__name__}, expected a dict")
+        result = dict(result)
+    except Exception:  # noqa: BLE001 - recorded as the run's failure
+        return {"status": "failed", "error": traceback.format_exc()[-MAX_ERROR_CHARS:],
+                "wall_seconds": time.perf_counter() - t0}
+    result.setdefault("wall_seconds", time.perf_counter() - t0)
+    return result
+
+
+def outcome(result: Mapping[str, Any]) -> tuple[str, str | None]:
+    """Result dict -> (store status, error text).
+
+    ``diverged``: the run says so, or a final loss is not finite, or every final
+    metric is NaN. A NaN accuracy alone is not divergence (``ood_symmetric_acc``
+    is undefined when no held-out pair has a trained mirror, e.g. the journal task).
+    """
+    status = result.get("status", "finished")
+    if status == "failed":
+        return "failed", str(result.get("error") or "failed")
+    if status not in ("finished", "diverged"):
+        return "failed", f"run function returned status {status!r}, expected 'finished' or 'diverged'"
+    final = {k: v for k, v in (result.get("final") or {}).items()
+             if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    if status == "finished" and final:
+        bad_loss = [k for k, v in final.items() if k.endswith("loss") and not math.isfinite(v)]
+        if bad_loss:
+            return "diverged", f"non-finite final {', '.join(sorted(bad_loss))}"
+        if all(math.isnan(v) for v in final.values()):
+            return "diverged", "every final metric is NaN"
+    return status, None
+
+
+def _checkpoint_of(run_dir: Path, root: Path) -> str | None:
+    for name in ("model.safetensors", "checkpoint.pt"):
+        if (run_dir / name).exists():
+            return str((run_dir / name).relative_to(root))
+    return None
+
+
+def _adoptable(run_dir: Path, run_id: str) -> dict[str, Any] | None:
+    """A complete final.json of this run left in its directory, else None."""
+    path = run_dir / "final.json"
+    if not path.exists():
+        return None
+    try:
+        res = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if isinstance(res, dict) and res.get("run_id") == run_id and res.get("status") in ("finished", "diverged"):
+        return res
+    return None
+
+
+def _record(store: ResultStore, r: RunSpec, result: Mapping[str, Any], run_dir: Path,
+            store_history: bool) -> str:
+    status, error = outcome(result)
+    if status == "failed":
+        store.record_failure(r.run_id, error or "failed", result.get("wall_seconds"))
+        last = (error or "failed").strip().splitlines() or ["failed"]
+        log.warning("run %s failed: %s", r.run_id, last[-1])
+    else:
+        res = dict(result) if store_history else {k: v for k, v in result.items() if k != "history"}
+        store.record_result(r.run_id, res, status, checkpoint=_checkpoint_of(run_dir, store.root), error=error)
+        log.info("run %s %s %s", r.run_id, status, r.values)
+    return status
+
+
+def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str | Path,
+              executor: "str | Any" = "process", max_workers: int | None = None,
+              run_fn: "str | RunFn | None" = None, retry_failed: bool = True, *,
+              store_history: bool = True,
+              on_result: Callable[[RunSpec, str], None] | None = None) -> pd.DataFrame:
+    """Run every pending run of ``spec`` into ``out_dir``; return the tidy table of its runs.
+
+    ``executor``: ``'process'`` (local pool, one torch thread per worker),
+    ``'inprocess'``, ``'ray'``, or an executor object (not shut down here).
+    ``run_fn(cfg, run_dir) -> result dict`` defaults to
+    ``anchorlab.train.loop:run_experiment``; it must be picklable (module level)
+    for process and Ray executors. ``on_result(run, status)`` is called after
+    each run is recorded (progress bars). Returns
+    :meth:`ResultStore.to_dataframe` (final and best metrics) of this sweep's runs.
+    """
+    spec = load_sweep(spec)
+    runs = expand(spec)
+    out = Path(out_dir).resolve()  # absolute: workers (Ray) may run elsewhere
+    out.mkdir(parents=True, exist_ok=True)
+    plain = json.loads(json.dumps(spec.to_dict(), default=list))
+    write_text(out / "sweep.yaml", yaml.safe_dump(plain, sort_keys=False))
+    run_fn = run_fn if run_fn is not None else DEFAULT_RUN_FN
+    dir_of = lambda rid: out / "runs" / rid  # noqa: E731
+    ids = [r.run_id for r in runs]
+
+    with ResultStore(out / "results.sqlite", axes=spec.axis_keys) as store:
+        store.register(spec.name, runs, lambda rid: dir_of(rid).relative_to(out))
+        interrupted = store.reset_interrupted(ids)
+        if interrupted:
+            log.warning("sweep %s: %d run(s) were interrupted; running them again", spec.name, len(interrupted))
+        todo: list[RunSpec] = []
+        for r in runs:
+            st = store.status(r.run_id)
+            if st in ("finished", "diverged") or (st == "failed" and not retry_failed):
+                continue
+            adopted = _adoptable(dir_of(r.run_id), r.run_id)
+            if adopted is not None:
+                log.info("run %s: recording the final.json found in its directory", r.run_id)
+                status = _record(store, r, adopted, dir_of(r.run_id), store_history)
+                if on_result:
+                    on_result(r, status)
+                continue
+            todo.append(r)
+        log.info("sweep %s: %d runs, %d to do", spec.name, len(runs), len(todo))
+        if todo:
+            _execute(store, todo, dir_of, executor, max_workers, run_fn, store_history, on_result)
+        df = store.to_dataframe(run_ids=ids)
+    # axes of other sweeps sharing this store are not axes of this one
+    df = df.drop(columns=[a for a in df.attrs.get("axes", []) if a not in spec.axis_keys])
+    df.attrs["axes"] = list(spec.axis_keys)
+    return df
+
+
+def _execute(store: ResultStore, todo: list[RunSpec], dir_of: Callable[[str], Path], executor: Any,
+             max_workers: int | None, run_fn: Any, store_history: bool,
+             on_result: Callable[[RunSpec, str], None] | None) -> None:
+    owned = isinstance(executor, str)
+
+    def build() -> Any:
+        return make_executor(executor, max_workers=max_workers) if owned else executor
+
+    ex = build()
+    cap = max(int(getattr(ex, "max_workers", 1) or 1), 1)
+    inflight: dict[Future, RunSpec] = {}
+    queue = list(todo)
+    clean = False
+    try:
+        while queue or inflight:
+            while queue and len(inflight) < cap:
+                r = queue.pop(0)
+                store.mark_running(r.run_id)
+                dir_of(r.run_id).mkdir(parents=True, exist_ok=True)
+                try:
+                    inflight[ex.submit(execute_run, run_fn, r.config, str(dir_of(r.run_id)))] = r
+                except BrokenExecutor as e:
+                    store.record_failure(r.run_id, f"executor broken at submit: {e!r}")
+            if not inflight:
+                continue
+            done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+            broken = False
+            for fut in done:
+                r = inflight.pop(fut)
+                try:
+                    result = fut.result()
+                except BrokenExecutor as e:
+                    broken = True
+                    result = {"status": "failed", "error": f"worker process died: {e!r}"}
+                except Exception as e:  # noqa: BLE001 - e.g. a Ray task error; the sweep goes on
+                    result = {"status": "failed", "error": "".join(traceback.format_exception(e))[-MAX_ERROR_CHARS:]}
+                status = _record(store, r, result, dir_of(r.run_id), store_history)
+                if on_result:
+                    on_result(r, status)
+            if broken and owned:
+                log.warning("a worker process died; starting a fresh pool")
+                ex.shutdown(wait=False, cancel_futures=True)
+                ex = build()
+        clean = True
+    finally:
+        if owned:
+            ex.shutdown(wait=clean, cancel_futures=not clean)
+
+
+def plan_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str | Path | None = None,
+               retry_failed: bool = True) -> pd.DataFrame:
+    """Dry run: one row per run (run_id, axes, status in the store or 'new', action); writes nothing.
+
+    ``action`` is ``run`` (new or pending), ``resume`` (was running), ``retry``
+    (failed, with ``retry_failed``) or ``skip``.
+    """
+    spec = load_sweep(spec)
+    df = runs_frame(expand(spec))
+    if df.empty:
+        return df
+    statuses: dict[str, str] = {}
+    db = Path(out_dir) / "results.sqlite" if out_dir is not None else None
+    if db is not None and db.exists():
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            statuses = dict(con.execute("SELECT run_id, status FROM runs"))
+        finally:
+            con.close()
+    df["status"] = [statuses.get(i, "new") for i in df.run_id]
+    act = {"new": "run", "pending": "run", "running": "resume", "finished": "skip", "diverged": "skip",
+           "failed": "retry" if retry_failed else "skip"}
+    df["action"] = df.status.map(act)
+    df.attrs["axes"] = list(spec.axis_keys)
+    return df
+
+
+dry_run = plan_sweep
