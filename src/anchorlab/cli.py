@@ -73,6 +73,88 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     return 0
 
 
+SWEEP_DIR = Path(__file__).parent / "sweeps"
+
+
+def resolve_sweep(spec: str) -> Path:
+    """A sweep YAML path or a bundled sweep preset name (e.g. ``fig2_cpu``)."""
+    p = Path(spec)
+    if p.is_file():
+        return p
+    cand = SWEEP_DIR / (spec if spec.endswith(".yaml") else f"{spec}.yaml")
+    if cand.is_file():
+        return cand
+    names = sorted(q.stem for q in SWEEP_DIR.glob("*.yaml"))
+    raise ConfigError(f"sweep spec {spec!r}: no such file or preset; presets: {', '.join(names)}")
+
+
+def _cmd_sweep(a: argparse.Namespace) -> int:
+    from .sweep.grid import load_sweep
+    from .sweep.runner import plan_sweep, run_sweep
+
+    path = resolve_sweep(a.spec)
+    spec = load_sweep(path)
+    out = Path(a.out) if a.out else Path("runs") / spec.name
+    plan = plan_sweep(spec, out)
+    if a.dry_run:
+        import pandas as pd
+        with pd.option_context("display.width", 200, "display.max_rows", 500, "display.max_columns", 30):
+            print(plan.to_string(index=False))
+        print(f"{len(plan)} runs; {int((plan.action != 'skip').sum())} to do; out: {out}")
+        return 0
+    todo = int((plan.action != "skip").sum())
+    print(f"sweep {spec.name}: {len(plan)} runs, {todo} to do, executor={a.executor}, out={out}", flush=True)
+    bar = None
+    if not a.no_progress and todo:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=todo, desc=spec.name, unit="run")
+    df = run_sweep(spec, out, executor=a.executor, max_workers=a.workers,
+                   on_result=(lambda r, st: bar.update(1)) if bar else None)
+    if bar:
+        bar.close()
+    st = df.drop_duplicates("run_id").status.value_counts().to_dict()
+    print(f"done: {st}; results in {out / 'results.sqlite'}; `anchorlab report {out}` draws the figures")
+    return 0
+
+
+def _cmd_report(a: argparse.Namespace) -> int:
+    from .report import make_report
+
+    path = make_report(a.sweep_dir)
+    print(f"wrote {path}")
+    return 0
+
+
+def _cmd_analyze(a: argparse.Namespace) -> int:
+    from .analysis.complexity_report import NAMES as CX, complexity_summary, run_complexity_analysis
+
+    if a.analysis == "complexity-summary":
+        df = complexity_summary(a.run, param=a.param)
+        out = Path(a.out) if a.out else Path(a.run[0]) / "analysis"
+        out.mkdir(parents=True, exist_ok=True)
+        from .io import atomic_write
+        atomic_write(out / "complexity-summary.csv", lambda p: df.to_csv(p, index=False))
+        print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        return 0
+    if len(a.run) != 1:
+        raise ConfigError(f"analyze {a.analysis}: takes one RUN, got {len(a.run)}")
+    run = a.run[0]
+    if a.analysis in CX:
+        paths = run_complexity_analysis(run, a.analysis, a.out, param=a.param)
+    else:
+        try:
+            from .analysis.mechanism import ANALYSES, run_analysis
+        except ImportError as e:  # pragma: no cover
+            raise ConfigError(f"analyze: mechanism analyses unavailable ({e})") from None
+        if a.analysis not in ANALYSES:
+            raise ConfigError(f"analyze: unknown analysis {a.analysis!r}; choose from "
+                              f"{', '.join([*ANALYSES, *CX, 'complexity-summary'])}")
+        paths = run_analysis(run, a.analysis, a.out or Path(run) / "analysis")
+    for k, v in paths.items():
+        print(f"{k}: {v}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="anchorlab", description=__doc__)
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -105,6 +187,27 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override the demo config for both models")
     sp.set_defaults(fn=_cmd_demo)
+
+    sp = sub.add_parser("sweep", help="run (or resume) a sweep: a base config x axes, results in SQLite")
+    sp.add_argument("spec", help="sweep YAML or preset (e.g. fig2_cpu)")
+    sp.add_argument("--out", help="sweep directory (default runs/<name>)")
+    sp.add_argument("--dry-run", action="store_true", help="list the runs and what would be done")
+    sp.add_argument("--executor", default="process", choices=["process", "inprocess", "ray"])
+    sp.add_argument("--workers", type=int, default=None, help="parallel runs (default: CPU count)")
+    sp.add_argument("--no-progress", action="store_true")
+    sp.set_defaults(fn=_cmd_sweep)
+
+    sp = sub.add_parser("report", help="HTML page with the figures and tables of a sweep")
+    sp.add_argument("sweep_dir")
+    sp.set_defaults(fn=_cmd_report)
+
+    sp = sub.add_parser("analyze", help="analyses of trained runs (PNG + CSV)")
+    sp.add_argument("run", nargs="+", help="run directory (several for complexity-summary)")
+    sp.add_argument("analysis", help="flow, flow-scores, mask-key, mask-anchor2, tsne-ao1, cos-ao2, cos-v2, "
+                    "condensation, embedding, cov-spectrum, stable-rank, complexity-summary")
+    sp.add_argument("--out", help="output directory (default RUN/analysis)")
+    sp.add_argument("--param", default="blocks.0.attn.W_Q.weight", help="matrix for condensation")
+    sp.set_defaults(fn=_cmd_analyze)
     return p
 
 
