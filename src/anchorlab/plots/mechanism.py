@@ -1,0 +1,161 @@
+"""Mechanism figures (draw only): information flow, 2-D embeddings, cosine heatmaps.
+
+Data come from :mod:`anchorlab.analysis.attention`, ``.projection`` and
+``.similarity``; nothing here computes results.
+"""
+
+from __future__ import annotations
+
+import colorsys
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+
+ROLE_COLOURS = {"key": "tab:red", "anchor1": "tab:blue", "anchor2": "tab:green"}
+
+
+def pair_colours(pairs: Sequence[str]) -> dict[str, tuple[float, float, float]]:
+    """Colour per pair label ("34"): mirror pairs {ab, ba} share a hue (the
+    one with the smaller first anchor darker, the other lighter); pairs "aa"
+    get their own hue. Labels are two characters, as ``pair_label`` writes
+    single-digit anchors."""
+    groups: dict[frozenset, list[str]] = {}
+    for p in dict.fromkeys(pairs):
+        groups.setdefault(frozenset(p), []).append(p)
+    cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")
+    out = {}
+    for gi, members in enumerate(groups.values()):
+        r, g, b = cmap(gi % cmap.N)[:3]
+        h, l, s = colorsys.rgb_to_hls(r, g, b)
+        for k, p in enumerate(sorted(members)):
+            light = max(0.2, l - 0.12) if k == 0 and len(members) > 1 else (min(0.8, l + 0.18) if k else l)
+            out[p] = colorsys.hls_to_rgb(h, light, s)
+    return out
+
+
+def plot_information_flow(pattern_per_layer: np.ndarray, tokens: Sequence[int], prediction: Sequence[int] | int,
+                          key_pos: int, threshold: float = 0.05, title: str | None = None) -> plt.Figure:
+    """Tokens as nodes, one row per layer; a line from token j (row l) to
+    token k (row l+1) with width ~ ``pattern_per_layer[l, k, j]``.
+
+    pattern_per_layer: (L, T, T), heads already reduced. Lines below
+    ``threshold`` are faint. Lines leaving the key and the two anchors (and
+    later the positions that hold them) are coloured; the top row shows the
+    model's output (argmax per position if a sequence, else the last one).
+    """
+    P = np.asarray(pattern_per_layer, dtype=float)
+    L, T, _ = P.shape
+    role = {key_pos: "key", key_pos + 1: "anchor1", key_pos + 2: "anchor2"}
+    fig, ax = plt.subplots(figsize=(1.0 * T + 1.5, 1.3 * (L + 1) + 1))
+    for l in range(L):
+        for k in range(T):
+            for j in range(k + 1):
+                w = P[l, k, j]
+                strong = w >= threshold
+                col = ROLE_COLOURS.get(role.get(j, ""), "0.35") if strong else "0.6"
+                ax.plot([j, k], [l, l + 1], color=col, lw=0.3 + 6.0 * w, alpha=0.85 if strong else 0.12,
+                        solid_capstyle="round", zorder=1)
+    for l in range(L + 1):
+        for t in range(T):
+            c = ROLE_COLOURS.get(role.get(t, ""), "white")
+            ax.scatter([t], [l], s=120, color=c, edgecolor="k", zorder=3)
+    for t, v in enumerate(tokens):
+        ax.text(t, -0.35, str(int(v)), ha="center", va="top", fontsize=10,
+                color=ROLE_COLOURS.get(role.get(t, ""), "k"), weight="bold" if t in role else "normal")
+    preds = [int(prediction)] if np.ndim(prediction) == 0 else [int(p) for p in prediction]
+    for i, v in enumerate(preds):
+        t = T - len(preds) + i
+        last = t == T - 1
+        ax.text(t, L + 0.35, str(v), ha="center", va="bottom", fontsize=10 if last else 8,
+                weight="bold" if last else "normal", color="k" if last else "0.5",
+                bbox=dict(boxstyle="round", fc="lightyellow", ec="k") if last else None)
+    ax.set_yticks(range(L + 1), ["input"] + [f"layer {l + 1}" for l in range(L)])
+    ax.set_xticks(range(T), [str(t) for t in range(T)])
+    ax.set_xlabel("position")
+    ax.set_xlim(-0.6, T - 0.4)
+    ax.set_ylim(-0.9, L + 0.9)
+    for s in ("top", "right"):
+        ax.spines[s].set_visible(False)
+    handles = [plt.Line2D([], [], color=c, lw=3, label=r) for r, c in ROLE_COLOURS.items()]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    ax.set_title(title or "information flow (line width = attention weight)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_flow_scores(summary: pd.DataFrame, edges: Sequence[str] | None = None, title: str | None = None
+                     ) -> plt.Figure:
+    """Grouped bars of head-averaged flow scores: DataFrame(layer, edge, score)."""
+    edges = list(edges or dict.fromkeys(summary.edge))
+    layers = sorted(set(summary.layer))
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(edges), 3.4))
+    width = 0.8 / max(len(layers), 1)
+    for i, l in enumerate(layers):
+        s = summary[summary.layer == l].set_index("edge").score.reindex(edges)
+        ax.bar(np.arange(len(edges)) + (i - (len(layers) - 1) / 2) * width, s.to_numpy(), width,
+               label=f"layer {l + 1}")
+    ax.set_xticks(range(len(edges)), edges, rotation=30, ha="right")
+    ax.set_ylabel("mean attention")
+    ax.set_ylim(0, 1.02)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title or "attention between roles")
+    fig.tight_layout()
+    return fig
+
+
+def plot_embedding(df: pd.DataFrame, title: str | None = None, point_size: float = 6.0) -> plt.Figure:
+    """Scatter of DataFrame(pair, x, y) coloured by pair (mirror pairs in shades of one hue)."""
+    pairs = sorted(set(df.pair))
+    cols = pair_colours(pairs)
+    fig, ax = plt.subplots(figsize=(6.2, 5))
+    for p in pairs:
+        d = df[df.pair == p]
+        ax.scatter(d.x, d.y, s=point_size, color=cols[p], label=f"({p[0]},{p[1:]})" if len(p) == 2 else p,
+                   alpha=0.8, linewidths=0)
+    ax.legend(markerscale=2.5, fontsize=7, ncol=1 + len(pairs) // 9, loc="upper left", bbox_to_anchor=(1.0, 1.0),
+              frameon=False)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(title or "2-D embedding")
+    fig.tight_layout()
+    return fig
+
+
+def plot_cosine_heatmap(C: np.ndarray, row_labels: Sequence, col_labels: Sequence,
+                        box_mask: np.ndarray | None = None, groups: Sequence[tuple[int, int]] | None = None,
+                        title: str | None = None, xlabel: str = "", ylabel: str = "",
+                        annotations: Sequence[tuple[float, float, str]] = ()) -> plt.Figure:
+    """Heatmap of a cosine matrix (NaN cells blank) with red boxes on
+    ``box_mask`` cells and around the diagonal blocks ``groups`` ([start, stop))."""
+    C = np.asarray(C, dtype=float)
+    n, m = C.shape
+    size = min(max(4.0, 0.32 * max(n, m) + 2), 14)
+    fig, ax = plt.subplots(figsize=(size + 1.2, size))
+    im = ax.imshow(np.ma.masked_invalid(C), cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="cosine similarity")
+    if box_mask is not None:
+        for i, j in zip(*np.nonzero(np.asarray(box_mask))):
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="red", lw=1.8))
+    for a, b in groups or ():
+        ax.add_patch(Rectangle((a - 0.5, a - 0.5), b - a, b - a, fill=False, ec="red", lw=1.2))
+    fs = 8 if max(n, m) <= 16 else 5
+    ax.set_xticks(range(m), [str(c) for c in col_labels], rotation=90, fontsize=fs)
+    ax.set_yticks(range(n), [str(r) for r in row_labels], fontsize=fs)
+    for x, y, text in annotations:
+        ax.text(x, y, text, transform=ax.transAxes, fontsize=8, ha="left", va="top")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title or "cosine similarity")
+    fig.tight_layout()
+    return fig
+
+
+__all__ = ["pair_colours", "plot_information_flow", "plot_flow_scores", "plot_embedding", "plot_cosine_heatmap",
+           "ROLE_COLOURS"]
