@@ -92,6 +92,11 @@ class AnchorTask:
             return None
         return s if kind == "shift" else self.inferential_shift(pair)
 
+    def target_shift(self, pair: tuple[int, int]) -> int:
+        """Shift of the target stored with generated data (inferential for held-out pairs)."""
+        d = self.designated_shift(pair)
+        return self.inferential_shift(pair) if d is None else d
+
     def hypotheses(self, pair: tuple[int, int]) -> dict[str, int | None]:
         """Candidate shifts for a pair: inferential, symmetric (mirror's trained
         target; None if the mirror is held out or the pair is its own mirror),
@@ -122,8 +127,7 @@ class AnchorTask:
         tokens[rows, pos] = key
         tokens[rows, pos + 1] = pr[:, 0]
         tokens[rows, pos + 2] = pr[:, 1]
-        shift = np.array([self.designated_shift(tuple(p)) if self.designated_shift(tuple(p)) is not None
-                          else self.inferential_shift(tuple(p)) for p in pairs_arr.tolist()])
+        shift = np.array([self.target_shift(tuple(p)) for p in pairs_arr.tolist()])
         targets = key + shift[pidx]
         t = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64))  # noqa: E731
         return AnchorData(t(tokens), t(targets), t(pr), t(key), t(pos))
