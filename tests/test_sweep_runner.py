@@ -286,3 +286,26 @@ def test_sigkill_mid_sweep_then_resume_matches_uninterrupted(tmp_path):
     con.close()
     pd.testing.assert_frame_equal(canonical(df), canonical(ref))
     assert json.loads((out / "runs" / ids[0] / "final.json").read_text())["run_id"] == ids[0]
+
+
+def test_sweep_trains_same_shape_runs_as_stacks_with_the_same_results(tmp_path):
+    """stack='auto' groups same-shape runs into one stacked job; results equal single runs."""
+    from anchorlab.sweep.runner import plan_jobs, run_sweep
+    from anchorlab.sweep.grid import expand, load_sweep
+
+    tiny = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024",
+            "task.n_eval_per_group=16", "train.batch_size=128", "train.epochs=1", "train.eval_every=4",
+            "train.dtype=float64", "optim.lr=1e-3"]
+    spec = {"name": "stk", "base": "demo/small", "set": tiny,
+            "axes": {"init.gamma": [0.3, 0.8], "optim.weight_decay": [0.0, 0.1]}}
+    jobs = plan_jobs(expand(load_sweep(spec)), "auto", 1, None)
+    assert [len(j) for j in jobs] == [4]
+    stacked = run_sweep(spec, tmp_path / "a", executor="inprocess", stack="auto")
+    single = run_sweep(spec, tmp_path / "b", executor="inprocess", stack="never")
+    key = ["run_id", "kind", "metric"]
+    a = stacked[stacked.kind == "final"].sort_values(key).reset_index(drop=True)
+    b = single[single.kind == "final"].sort_values(key).reset_index(drop=True)
+    assert set(a.status) == {"finished"} and list(a.run_id) == list(b.run_id)
+    assert list(a.metric) == list(b.metric)
+    diff = (a.value - b.value).abs().fillna(0)
+    assert float(diff.max()) < 1e-6

@@ -108,7 +108,10 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     if not a.no_progress and todo:
         from tqdm.auto import tqdm
         bar = tqdm(total=todo, desc=spec.name, unit="run")
-    df = run_sweep(spec, out, executor=a.executor, max_workers=a.workers,
+    stack = int(a.stack) if a.stack.isdigit() else a.stack
+    if stack not in ("auto", "never") and not isinstance(stack, int):
+        raise ConfigError(f"--stack: must be 'auto', 'never' or a maximum stack size, got {a.stack!r}")
+    df = run_sweep(spec, out, executor=a.executor, max_workers=a.workers, stack=stack,
                    on_result=(lambda r, st: bar.update(1)) if bar else None)
     if bar:
         bar.close()
@@ -194,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--dry-run", action="store_true", help="list the runs and what would be done")
     sp.add_argument("--executor", default="process", choices=["process", "inprocess", "ray"])
     sp.add_argument("--workers", type=int, default=None, help="parallel runs (default: CPU count)")
+    sp.add_argument("--stack", default="auto",
+                    help="train same-shape runs as stacked models: auto (where faster), never, or a max size")
     sp.add_argument("--no-progress", action="store_true")
     sp.set_defaults(fn=_cmd_sweep)
 

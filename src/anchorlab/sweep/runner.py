@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 import yaml
 
-from ..config import ConfigError, ExperimentConfig
+from ..config import ConfigError, ExperimentConfig, to_dict
 from ..io import write_text
 from .executors import make_executor
 from .grid import RunSpec, SweepSpec, expand, load_sweep, runs_frame
@@ -81,6 +81,64 @@ def execute_run(run_fn: "str | RunFn", cfg: ExperimentConfig, run_dir: str) -> d
                 "wall_seconds": time.perf_counter() - t0}
     result.setdefault("wall_seconds", time.perf_counter() - t0)
     return result
+
+
+def execute_stack(cfgs: list[ExperimentConfig], run_dirs: list[str]) -> list[dict[str, Any]]:
+    """Worker side: train ``cfgs`` as one stack (:func:`anchorlab.train.ensemble.train_stack`).
+
+    A failure of the stack is recorded as every member's failure.
+    """
+    t0 = time.perf_counter()
+    try:
+        from ..train.ensemble import train_stack
+
+        results = [dict(r) for r in train_stack(cfgs, [Path(d) for d in run_dirs])]
+        for r in results:
+            r.setdefault("wall_seconds", time.perf_counter() - t0)
+            r["stacked"] = len(cfgs)
+        return results
+    except Exception:  # noqa: BLE001 - recorded as each run's failure
+        err = traceback.format_exc()[-MAX_ERROR_CHARS:]
+        return [{"status": "failed", "error": err, "wall_seconds": time.perf_counter() - t0} for _ in cfgs]
+
+
+def plan_jobs(todo: list[RunSpec], stack: "str | int", workers: int, run_fn: Any) -> list[list[RunSpec]]:
+    """Group runs into jobs: one run each, or stacks of same-shape runs.
+
+    ``stack``: ``"never"``; ``"auto"`` (stack where
+    :func:`anchorlab.train.ensemble.should_stack` expects a speed-up, split
+    into at most ``workers`` stacks per shape on CPU so process parallelism is
+    kept, at most 32 models per stack on CUDA); or an int, the largest stack.
+    Only the default run function can be stacked.
+    """
+    if stack == "never" or run_fn not in (None, DEFAULT_RUN_FN) or len(todo) < 2:
+        return [[r] for r in todo]
+    from ..train.ensemble import SHARED_TRAIN_FIELDS, should_stack
+
+    groups: dict[str, list[RunSpec]] = {}
+    for r in todo:
+        c = r.config
+        key = json.dumps([to_dict(c.task), to_dict(c.model),
+                          [getattr(c.train, n) for n in SHARED_TRAIN_FIELDS]], sort_keys=True, default=str)
+        groups.setdefault(key, []).append(r)
+    jobs: list[list[RunSpec]] = []
+    for runs in groups.values():
+        cfgs = [r.config for r in runs]
+        if isinstance(stack, int) and not isinstance(stack, bool):
+            size = max(int(stack), 1)
+        elif should_stack(cfgs):
+            on_gpu = cfgs[0].train.device != "cpu" and torch_cuda_available()
+            size = 32 if on_gpu else -(-len(runs) // max(workers, 1))
+        else:
+            size = 1
+        jobs += [runs[i:i + size] for i in range(0, len(runs), size)]
+    return jobs
+
+
+def torch_cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def outcome(result: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -145,7 +203,8 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
               executor: "str | Any" = "process", max_workers: int | None = None,
               run_fn: "str | RunFn | None" = None, retry_failed: bool = True, *,
               store_history: bool = True,
-              on_result: Callable[[RunSpec, str], None] | None = None) -> pd.DataFrame:
+              on_result: Callable[[RunSpec, str], None] | None = None,
+              stack: "str | int" = "auto") -> pd.DataFrame:
     """Run every pending run of ``spec`` into ``out_dir``; return the tidy table of its runs.
 
     ``executor``: ``'process'`` (local pool, one torch thread per worker),
@@ -153,7 +212,9 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
     ``run_fn(cfg, run_dir) -> result dict`` defaults to
     ``anchorlab.train.loop:run_experiment``; it must be picklable (module level)
     for process and Ray executors. ``on_result(run, status)`` is called after
-    each run is recorded (progress bars). Returns
+    each run is recorded (progress bars). ``stack`` ("auto", "never" or a
+    maximum stack size) trains same-shape runs as stacks (see :func:`plan_jobs`).
+    Returns
     :meth:`ResultStore.to_dataframe` (final and best metrics) of this sweep's runs.
     """
     spec = load_sweep(spec)
@@ -186,7 +247,7 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
             todo.append(r)
         log.info("sweep %s: %d runs, %d to do", spec.name, len(runs), len(todo))
         if todo:
-            _execute(store, todo, dir_of, executor, max_workers, run_fn, store_history, on_result)
+            _execute(store, todo, dir_of, executor, max_workers, run_fn, store_history, on_result, stack)
         df = store.to_dataframe(run_ids=ids)
     # axes of other sweeps sharing this store are not axes of this one
     df = df.drop(columns=[a for a in df.attrs.get("axes", []) if a not in spec.axis_keys])
@@ -196,7 +257,7 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
 
 def _execute(store: ResultStore, todo: list[RunSpec], dir_of: Callable[[str], Path], executor: Any,
              max_workers: int | None, run_fn: Any, store_history: bool,
-             on_result: Callable[[RunSpec, str], None] | None) -> None:
+             on_result: Callable[[RunSpec, str], None] | None, stack: "str | int" = "never") -> None:
     owned = isinstance(executor, str)
 
     def build() -> Any:
@@ -204,35 +265,45 @@ def _execute(store: ResultStore, todo: list[RunSpec], dir_of: Callable[[str], Pa
 
     ex = build()
     cap = max(int(getattr(ex, "max_workers", 1) or 1), 1)
-    inflight: dict[Future, RunSpec] = {}
-    queue = list(todo)
+    inflight: dict[Future, list[RunSpec]] = {}
+    queue = plan_jobs(list(todo), stack, cap, run_fn)
     clean = False
     try:
         while queue or inflight:
             while queue and len(inflight) < cap:
-                r = queue.pop(0)
-                store.mark_running(r.run_id)
-                dir_of(r.run_id).mkdir(parents=True, exist_ok=True)
+                job = queue.pop(0)
+                for r in job:
+                    store.mark_running(r.run_id)
+                    dir_of(r.run_id).mkdir(parents=True, exist_ok=True)
                 try:
-                    inflight[ex.submit(execute_run, run_fn, r.config, str(dir_of(r.run_id)))] = r
+                    if len(job) == 1:
+                        fut = ex.submit(execute_run, run_fn, job[0].config, str(dir_of(job[0].run_id)))
+                    else:
+                        fut = ex.submit(execute_stack, [r.config for r in job],
+                                        [str(dir_of(r.run_id)) for r in job])
+                    inflight[fut] = job
                 except BrokenExecutor as e:
-                    store.record_failure(r.run_id, f"executor broken at submit: {e!r}")
+                    for r in job:
+                        store.record_failure(r.run_id, f"executor broken at submit: {e!r}")
             if not inflight:
                 continue
             done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
             broken = False
             for fut in done:
-                r = inflight.pop(fut)
+                job = inflight.pop(fut)
                 try:
-                    result = fut.result()
+                    results = fut.result()
+                    results = [results] if len(job) == 1 else list(results)
                 except BrokenExecutor as e:
                     broken = True
-                    result = {"status": "failed", "error": f"worker process died: {e!r}"}
+                    results = [{"status": "failed", "error": f"worker process died: {e!r}"}] * len(job)
                 except Exception as e:  # noqa: BLE001 - e.g. a Ray task error; the sweep goes on
-                    result = {"status": "failed", "error": "".join(traceback.format_exception(e))[-MAX_ERROR_CHARS:]}
-                status = _record(store, r, result, dir_of(r.run_id), store_history)
-                if on_result:
-                    on_result(r, status)
+                    err = "".join(traceback.format_exception(e))[-MAX_ERROR_CHARS:]
+                    results = [{"status": "failed", "error": err}] * len(job)
+                for r, result in zip(job, results):
+                    status = _record(store, r, result, dir_of(r.run_id), store_history)
+                    if on_result:
+                        on_result(r, status)
             if broken and owned:
                 log.warning("a worker process died; starting a fresh pool")
                 ex.shutdown(wait=False, cancel_futures=True)
