@@ -43,7 +43,7 @@ def test_role_gammas_conventions_and_bias_policy():
     assert math.isclose(t.loc["blocks.0.attn.W_Q.weight", "target_std"], 64 ** -1.0)
     assert math.isclose(t.loc["blocks.0.mlp.W_out.weight", "target_std"], 64 ** -0.5)  # d_model, not d_ff
     assert t.loc["blocks.0.attn.W_Q.bias", "target_std"] > 0
-    assert float(m.blocks[0].ln_attn.weight.min()) == 1.0
+    assert float(m.blocks[0].ln_attn.weight.detach().min()) == 1.0
 
 
 def test_uniform_has_the_same_std_and_seeds_are_reproducible():

@@ -174,3 +174,15 @@ def test_fig7_plot_draws_one_line_per_setting_and_metric():
     assert list(scan_lines["OOD: small"].get_ydata()) == pytest.approx([0.5, 0.6])
     with pytest.raises(ConfigError, match="setting"):
         plot_exact_vs_train_size(pd.DataFrame(rows).drop(columns="setting"))
+
+
+def test_cli_train_dispatches_scan_configs(tmp_path, shared_datasets, capsys):
+    from anchorlab.cli import main
+
+    args = ["train", "scan/cpu", "--out", str(tmp_path / "s"), "--no-progress",
+            "--set", f"task.data_dir={shared_datasets}", "--set", "task.train_size=200",
+            "--set", "task.eval_max=8", "--set", "train.max_steps=4", "--set", "train.eval_every=4"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "ood_exact" in out and "status=finished" in out
+    assert (tmp_path / "s" / "final.json").exists()

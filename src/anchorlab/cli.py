@@ -20,10 +20,32 @@ def _cmd_config(a: argparse.Namespace) -> int:
     return 0
 
 
+def _is_seq2seq(spec: str) -> bool:
+    from .config import load_yaml
+
+    task = load_yaml(spec).get("task") or {}
+    return isinstance(task, dict) and "dataset" in task
+
+
+def _cmd_train_seq2seq(a: argparse.Namespace) -> int:
+    from .seq2seq_train import load_seq2seq_config, run_seq2seq
+
+    cfg = load_seq2seq_config(a.config, a.set)
+    out = Path(a.out) if a.out else Path("runs") / f"{cfg.name}-{cfg.run_id()}"
+    final = run_seq2seq(cfg, out, progress=not a.no_progress)
+    print(f"run {out}  status={final['status']}  steps={final['steps']}  wall={final['wall_seconds']:.1f}s")
+    for k, v in final["final"].items():
+        if "/" not in k or k.endswith(("structural", "lexical")):
+            print(f"  {k:22s} {v:.4f}")
+    return 0
+
+
 def _cmd_train(a: argparse.Namespace) -> int:
     from .config import load_config
     from .train.loop import train
 
+    if _is_seq2seq(a.config):
+        return _cmd_train_seq2seq(a)
     cfg = load_config(a.config, a.set)
     out = Path(a.out) if a.out else Path("runs") / f"{cfg.name}-{cfg.run_id()}"
     res = train(cfg, out, progress=not a.no_progress)
@@ -164,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def with_config(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("config", help="YAML file or preset name (e.g. neurips/paper, demo/small)")
+        sp.add_argument("config", help="YAML file or preset name (e.g. neurips/paper, demo/small, scan/cpu)")
         sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="dotted override, e.g. --set init.gamma=0.8 (repeatable)")
 
