@@ -34,6 +34,8 @@ def test_sweep_dry_run_sweep_resume_and_report(tmp_path, capsys):
 
 
 def test_sweep_presets_resolve(capsys):
+    assert main(["sweep", "fig3_cpu", "--dry-run", "--out", "/nonexistent/never-written"]) == 0
+    assert "12 runs" in capsys.readouterr().out
     assert main(["sweep", "fig2_paper", "--dry-run", "--out", "/nonexistent/never-written"]) == 0
     out = capsys.readouterr().out
     assert f"{7 * 6 * 9 * 3} runs" in out
@@ -53,3 +55,19 @@ def test_analyze_complexity_commands(tmp_path, capsys):
                  "--out", str(tmp_path / "a")]) == 0
     assert "stable_rank" in capsys.readouterr().out
     assert main(["analyze", str(tmp_path / "r"), "no-such-analysis"]) == 2
+
+
+def test_report_of_a_gamma_by_weight_decay_sweep_draws_fig3b_and_fig5c(tmp_path):
+    import pandas as pd
+
+    spec = {"name": "tiny-wd", "base": "demo/small", "set": TINY,
+            "axes": {"init.gamma": [0.3, 0.8], "optim.weight_decay": [0.0, 0.1]}}
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "sw"
+    assert main(["sweep", str(p), "--out", str(out), "--executor", "inprocess", "--no-progress"]) == 0
+    assert main(["report", str(out)]) == 0
+    for f in ("fig3b.png", "fig5c.png", "fig5c.csv"):
+        assert (out / "report" / f).stat().st_size > 0, f
+    t = pd.read_csv(out / "report" / "fig5c.csv")
+    assert len(t) == 4 and t.stable_rank.between(1, 16).all() and t.phase.isin([1, 2, 3]).all()

@@ -47,6 +47,24 @@ def load_sweep_results(sweep_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFram
     return df, cells, spec
 
 
+def _stable_rank_bubbles(d: Path, df: pd.DataFrame, cells: pd.DataFrame, out: Path) -> list[Path]:
+    """Journal Fig. 5C: bubble size = phase of the cell, colour = stable rank of the
+    first-layer query weights averaged over the cell's finished runs."""
+    from .analysis.complexity_report import sweep_stable_ranks
+    from .plots.complexity import plot_stable_rank_bubbles
+    from .plots.phase import save
+
+    sr = sweep_stable_ranks(d)
+    if sr.empty:
+        return []
+    keys = ["init.gamma", "optim.weight_decay"]
+    runs = df.drop_duplicates("run_id")[["run_id", *keys]].merge(sr, on="run_id")
+    per_cell = runs.groupby(keys, as_index=False).stable_rank.mean()
+    table = cells[[*keys, "phase"]].merge(per_cell, on=keys)
+    atomic_write(out / "fig5c.csv", lambda p: table.to_csv(p, index=False))
+    return save(plot_stable_rank_bubbles(table), out / "fig5c")[:1]
+
+
 def _img(path: Path, root: Path) -> str:
     return f'<figure><img src="{html.escape(str(path.relative_to(root)))}" style="max-width:100%"></figure>'
 
@@ -73,6 +91,7 @@ def make_report(sweep_dir: str | Path, max_curves: int = 8) -> Path:
         figs += save(plot_neurips_fig2(cells), out / "fig2")[:1]
     if "init.gamma" in axes and "optim.weight_decay" in axes and len(axes) == 2:
         figs += save(plot_ood_heatmap(cells), out / "fig3b")[:1]
+        figs += _stable_rank_bubbles(d, df, cells, out)
     if "init.gamma" in axes:
         others = [a for a in axes if a != "init.gamma"]
         groups = cells.groupby(others) if others else [((), cells)]

@@ -97,3 +97,18 @@ def complexity_summary(run_dirs: Sequence[str | Path], param: str = DEFAULT_MATR
                      "ordinal_r2": ordinal_probe_r2(E, list(tokens)),
                      **{f"diff_consistency_{k}": v for k, v in dc.items()}})
     return pd.DataFrame(rows)
+
+
+def sweep_stable_ranks(sweep_dir: str | Path, param: str = DEFAULT_MATRIX) -> pd.DataFrame:
+    """Stable rank of ``param`` (default: the merged first-layer query weights,
+    all heads) for every finished run of a sweep: DataFrame(run_id, stable_rank)."""
+    from ..train.loop import load_run
+    from .spectra import as_param_dict, get_param, stable_rank
+
+    rows = []
+    for rd in sorted((Path(sweep_dir) / "runs").glob("*")):
+        if not (rd / "model.safetensors").exists():
+            continue
+        W = get_param(as_param_dict(load_run(rd).model), param, "param")
+        rows.append({"run_id": rd.name, "stable_rank": stable_rank(W)})
+    return pd.DataFrame(rows, columns=["run_id", "stable_rank"])
