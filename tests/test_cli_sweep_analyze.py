@@ -55,6 +55,9 @@ def test_analyze_complexity_commands(tmp_path, capsys):
                  "--out", str(tmp_path / "a")]) == 0
     assert "stable_rank" in capsys.readouterr().out
     assert main(["analyze", str(tmp_path / "r"), "no-such-analysis"]) == 2
+    assert main(["analyze", str(tmp_path / "r"), "flow-scores", "--out", str(tmp_path / "m")]) == 0
+    assert (tmp_path / "m" / "flow-scores.csv").exists() and (tmp_path / "m" / "flow-scores.png").exists()
+    assert main(["analyze", str(tmp_path / "r"), "flow-scores", "--option", "bogus=1"]) == 2
 
 
 def test_report_of_a_gamma_by_weight_decay_sweep_draws_fig3b_and_fig5c(tmp_path):

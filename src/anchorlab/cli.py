@@ -174,7 +174,13 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
         if a.analysis not in ANALYSES:
             raise ConfigError(f"analyze: unknown analysis {a.analysis!r}; choose from "
                               f"{', '.join([*ANALYSES, *CX, 'complexity-summary'])}")
-        paths = run_analysis(run, a.analysis, a.out or Path(run) / "analysis")
+        opts = {}
+        for kv in a.option:
+            if "=" not in kv:
+                raise ConfigError(f"--option {kv!r}: expected KEY=VALUE")
+            k, v = kv.split("=", 1)
+            opts[k] = v
+        paths = run_analysis(run, a.analysis, a.out or Path(run) / "analysis", **opts)
     for k, v in paths.items():
         print(f"{k}: {v}")
     return 0
@@ -234,6 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "condensation, embedding, cov-spectrum, stable-rank, complexity-summary")
     sp.add_argument("--out", help="output directory (default RUN/analysis)")
     sp.add_argument("--param", default="blocks.0.attn.W_Q.weight", help="matrix for condensation")
+    sp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="option of a mechanism analysis, e.g. --option n_inputs=500 (see docs/mechanism.md)")
     sp.set_defaults(fn=_cmd_analyze)
     return p
 
