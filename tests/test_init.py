@@ -48,7 +48,7 @@ def test_role_gammas_conventions_and_bias_policy():
 
 def test_uniform_has_the_same_std_and_seeds_are_reproducible():
     a, b = nn.Linear(512, 512), nn.Linear(512, 512)
-    t = apply_init_rate(a, 0.5, distribution="uniform", seed=3)
+    apply_init_rate(a, 0.5, distribution="uniform", seed=3)
     apply_init_rate(b, 0.5, distribution="uniform", seed=3)
     assert torch.equal(a.weight, b.weight)
     assert abs(float(a.weight.std()) / 512 ** -0.5 - 1) < 0.01

@@ -30,7 +30,6 @@ small fails with :class:`~anchorlab.config.ConfigError` naming the field.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -48,13 +47,12 @@ import torch
 
 from .config import (ConfigError, InitConfig, ModelConfig, OptimConfig, TrainConfig, _check_choice,
                      _check_range, apply_overrides, dump_config, from_dict, load_yaml, to_dict)
-from .io import atomic_write, write_text
+from .io import write_text
 from .model.transformer import Transformer
 from .tasks.seq2seq import (EncodedPairs, Vocab, encode_pairs, exact_match, greedy_decode,
                             masked_lm_loss)
-from .train.checkpoint import load_checkpoint, save_checkpoint, save_weights
-from .train.loop import epoch_permutation, finalize, init_model, numerics, pick_device
-from .train.optim import lr_at, make_optimizer
+from .train.fit import fit
+from .train.loop import finalize, numerics, pick_device
 
 log = logging.getLogger(__name__)
 
@@ -466,15 +464,6 @@ def evaluate_seq2seq(model: Transformer, data: Seq2SeqData, batch_size: int = 25
 
 
 # -------------------------------------------------------------------------- training
-def steps_plan(cfg: Seq2SeqExperimentConfig, n_train: int) -> tuple[int, int, int]:
-    """(steps_per_epoch, total_steps, eval_every); the last partial batch is dropped."""
-    spe = max(n_train // cfg.train.batch_size, 1)
-    total = max(int(round(cfg.train.epochs * spe)), 1)
-    if cfg.train.max_steps:
-        total = min(total, cfg.train.max_steps)
-    return spe, total, cfg.train.eval_every or spe
-
-
 def _config_from_yaml(path: Path) -> Seq2SeqExperimentConfig:
     import yaml
 
@@ -488,14 +477,6 @@ def _check_dir(run_dir: Path, cfg: Seq2SeqExperimentConfig) -> None:
         if old.run_id() != cfg.run_id():
             raise ConfigError(f"out_dir {run_dir}: holds a different run ({old.run_id()} != "
                               f"{cfg.run_id()}); use another directory")
-
-
-def _read_history(run_dir: Path, upto_step: int) -> list[dict[str, Any]]:
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in rows if r["step"] <= upto_step]
 
 
 def run_seq2seq(cfg: Seq2SeqExperimentConfig, out_dir: str | Path, *, progress: bool = False,
@@ -520,7 +501,6 @@ def run_seq2seq(cfg: Seq2SeqExperimentConfig, out_dir: str | Path, *, progress: 
 
 def _train(cfg: Seq2SeqExperimentConfig, run_dir: Path, device: torch.device, progress: bool,
            stop_after_step: int | None, data: Seq2SeqData | None) -> dict[str, Any]:
-    t0 = time.perf_counter()
     if data is None:
         check_dims(cfg.model, data_dims(cfg.task))
         data = prepare_data(cfg.task, cfg.train.data_seed)
@@ -529,104 +509,23 @@ def _train(cfg: Seq2SeqExperimentConfig, run_dir: Path, device: torch.device, pr
     tokens, mask = data.train.tokens.to(device), data.train.loss_mask.to(device)
     row_len = data.row_len.to(device)
 
-    model, table = init_model(cfg)  # uses cfg.model / cfg.init / cfg.train only
-    model.to(device)
-    opt = make_optimizer(model, cfg.optim)
-    group_of = {n: g for g in opt.param_groups for n in g["names"]}
-    table["lr"] = cfg.optim.lr
-    table["lr_peak"] = cfg.optim.lr * cfg.optim.warmup_multiplier
-    table["weight_decay"] = [group_of[n]["weight_decay"] for n in table.name]
-    atomic_write(run_dir / "param_table.csv", lambda p: table.to_csv(p, index=False))
+    def batch_loss(fwd, idx: torch.Tensor) -> torch.Tensor:
+        T = int(row_len[idx].max())  # trim the batch to its longest row
+        return masked_lm_loss(fwd(tokens[idx, :T]), tokens[idx, :T], mask[idx, :T])  # outputs only
 
-    spe, total, eval_every = steps_plan(cfg, len(data.train))
-    ckpt_every = cfg.train.checkpoint_every or eval_every
-    step, wall_before = 0, 0.0
-    ck = load_checkpoint(run_dir, map_location=device)
-    if ck is not None:
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        step, wall_before = int(ck["step"]), float(ck.get("wall_seconds", 0.0))
-        log.info("resumed %s at step %d", run_dir, step)
-    history = _read_history(run_dir, step)
-    write_text(run_dir / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in history))
-
-    fwd = torch.compile(model) if cfg.train.compile else model
-    amp = (torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-           if cfg.train.amp == "bf16" else contextlib.nullcontext())
-    B = cfg.train.batch_size
-    status, loss_sum, loss_n = "finished", torch.zeros((), device=device), 0
-    perm, perm_epoch = None, -1
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=total, initial=step, desc=cfg.name, unit="step", dynamic_ncols=True)
-
-    def record(step_now: int) -> dict[str, Any]:
+    def evaluate(model: torch.nn.Module) -> dict[str, float]:
         te = time.perf_counter()
         metrics, _ = evaluate_seq2seq(model, data, cfg.task.eval_batch_size, device)
-        row = {"step": step_now, "epoch": step_now / spe,
-               "lr": lr_at(max(step_now - 1, 0), spe, cfg.optim),
-               "train_loss": float(loss_sum) / loss_n if loss_n else math.nan}
-        row.update(metrics)
-        row["eval_seconds"] = time.perf_counter() - te
-        row["wall_seconds"] = wall_before + time.perf_counter() - t0
-        with open(run_dir / "metrics.jsonl", "a") as f:
-            f.write(json.dumps(row) + "\n")
-        history.append(row)
-        log.info("%s step %d: loss %.4g id %.3f ood %.3f (eval %.1fs)", cfg.name, step_now,
-                 row["train_loss"], row.get("id_exact", math.nan), row.get("ood_exact", math.nan),
-                 row["eval_seconds"])
-        return row
+        log.info("%s: id %.3f ood %.3f (eval %.1fs)", cfg.name, metrics.get("id_exact", math.nan),
+                 metrics.get("ood_exact", math.nan), time.perf_counter() - te)
+        return {**metrics, "eval_seconds": time.perf_counter() - te}
 
-    if not history:
-        record(0)
-    model.train()
-    while step < total:
-        epoch = step // spe
-        if epoch != perm_epoch:
-            perm, perm_epoch = epoch_permutation(len(data.train), cfg.train.data_seed, epoch).to(device), epoch
-        idx = perm[(step % spe) * B:(step % spe + 1) * B]
-        T = int(row_len[idx].max())  # trim the batch to its longest row
-        lr = lr_at(step, spe, cfg.optim)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        with amp:
-            logits = fwd(tokens[idx, :T])
-            loss = masked_lm_loss(logits, tokens[idx, :T], mask[idx, :T])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.optim.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.clip_norm)
-        opt.step()
-        step += 1
-        loss_sum += loss.detach()
-        loss_n += 1
-        if bar is not None:
-            bar.update(1)
-        if step % eval_every == 0 or step == total:
-            if not math.isfinite(float(loss_sum)):
-                status = "diverged"
-                record(step)
-                break
-            row = record(step)
-            loss_sum.zero_()
-            loss_n = 0
-            if bar is not None:
-                bar.set_postfix(loss=f"{row['train_loss']:.3g}", id=f"{row.get('id_exact', math.nan):.2f}",
-                                ood=f"{row.get('ood_exact', math.nan):.2f}")
-            if step % ckpt_every == 0 or step == total:
-                save_checkpoint(run_dir, {"model": model.state_dict(), "optimizer": opt.state_dict(),
-                                          "step": step, "wall_seconds": wall_before + time.perf_counter() - t0})
-            if stop_after_step is not None and stop_after_step <= step < total:
-                if bar is not None:
-                    bar.close()
-                return {"status": "interrupted", "step": step}
-    if bar is not None:
-        bar.close()
-    save_weights(run_dir / "model.safetensors", model, {"run_id": cfg.run_id()})
-    history_clean = [{k: v for k, v in h.items() if k != "eval_seconds"} for h in history]
-    final = finalize(cfg, run_dir, history_clean, status, wall_before + time.perf_counter() - t0, step)
-    return final
+    r = fit(cfg, run_dir, device, n_train=len(data.train), batch_loss=batch_loss, evaluate=evaluate,
+            progress=progress, stop_after_step=stop_after_step, postfix=("id_exact", "ood_exact"))
+    if r.status == "interrupted":
+        return {"status": "interrupted", "step": r.step}
+    history = [{k: v for k, v in h.items() if k != "eval_seconds"} for h in r.history]
+    return finalize(cfg, run_dir, history, r.status, r.wall_seconds, r.step)
 
 
 def final_table(finals: Sequence[Mapping[str, Any]]) -> pd.DataFrame:

@@ -56,8 +56,8 @@ from ..io import atomic_write, read_json, write_text
 from ..model.transformer import Transformer
 from ..tasks.anchor import AnchorData, AnchorTask
 from .checkpoint import load_checkpoint, save_checkpoint, save_weights
-from .loop import (_check_dir, _read_history, epoch_permutation, finalize, init_model, numerics,
-                   pick_device, steps_plan)
+from .fit import epoch_permutation, read_history
+from .loop import check_run_dir, finalize, init_model, numerics, pick_device, steps_plan
 from .optim import lr_at, make_optimizer, param_groups
 
 log = logging.getLogger(__name__)
@@ -304,7 +304,7 @@ class _Member:
 def _prepare(i: int, cfg: ExperimentConfig, run_dir: Path, device: torch.device) -> _Member:
     """Init exactly as a single run, write config.yaml / param_table.csv, load a checkpoint if any."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    _check_dir(run_dir, cfg)
+    check_run_dir(run_dir, cfg)
     write_text(run_dir / "config.yaml", dump_config(cfg))
     model, table = init_model(cfg)
     model.to(device)
@@ -324,7 +324,7 @@ def _prepare(i: int, cfg: ExperimentConfig, run_dir: Path, device: torch.device)
         m1 = {names[id(p)]: s["exp_avg"] for p, s in opt.state.items()}
         m2 = {names[id(p)]: s["exp_avg_sq"] for p, s in opt.state.items()}
         log.info("resuming %s at step %d", run_dir, step)
-    history = _read_history(run_dir, step)
+    history = read_history(run_dir, step)
     write_text(run_dir / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in history))
     return _Member(i, cfg, run_dir, model, m1, m2, step, wall, history)
 
@@ -375,7 +375,7 @@ def train_stack(cfgs: Sequence[ExperimentConfig], out_dirs: Sequence[str | Path]
     for i, (cfg, d) in enumerate(zip(cfgs, dirs)):
         fj = d / "final.json"
         if fj.exists():
-            _check_dir(d, cfg)
+            check_run_dir(d, cfg)
             old = read_json(fj)
             if old.get("run_id") == cfg.run_id():
                 log.info("skipping %s: final.json exists", d)

@@ -17,10 +17,8 @@ only on ``(data_seed, e)``, and checkpoints are taken at evaluation steps.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +34,9 @@ from ..io import read_json, write_json, write_text
 from ..model.init import apply_init_rate
 from ..model.transformer import Transformer, build_model
 from ..tasks.anchor import AnchorTask
-from .checkpoint import load_checkpoint, save_checkpoint, save_weights, versions
-from .optim import lr_at, make_optimizer
+from .checkpoint import load_checkpoint, versions
+from .fit import fit
+from .fit import steps_plan as _steps_plan
 
 log = logging.getLogger(__name__)
 Callback = Callable[[int, torch.nn.Module], dict[str, float]]
@@ -92,22 +91,13 @@ def init_model(cfg: ExperimentConfig) -> tuple[Transformer, pd.DataFrame]:
     return model, table
 
 
-def epoch_permutation(n: int, data_seed: int, epoch: int) -> torch.Tensor:
-    """Data order of one epoch, a function of (data_seed, epoch) only."""
-    g = torch.Generator().manual_seed((data_seed * 1_000_003 + epoch) % (2**63 - 1))
-    return torch.randperm(n, generator=g)
-
-
 def steps_plan(cfg: ExperimentConfig) -> tuple[int, int, int]:
-    """(steps_per_epoch, total_steps, eval_every); the last partial batch is dropped."""
-    spe = max(cfg.task.n_train // cfg.train.batch_size, 1)
-    total = max(int(round(cfg.train.epochs * spe)), 1)
-    if cfg.train.max_steps:
-        total = min(total, cfg.train.max_steps)
-    return spe, total, cfg.train.eval_every or spe
+    """(steps_per_epoch, total_steps, eval_every) of an anchor-task run."""
+    return _steps_plan(cfg, cfg.task.n_train)
 
 
-def _check_dir(run_dir: Path, cfg: ExperimentConfig) -> None:
+def check_run_dir(run_dir: Path, cfg: ExperimentConfig) -> None:
+    """Refuse a directory that holds a different run (its config.yaml has another run id)."""
     cfg_path = run_dir / "config.yaml"
     if cfg_path.exists():
         import yaml
@@ -115,14 +105,6 @@ def _check_dir(run_dir: Path, cfg: ExperimentConfig) -> None:
         if old.run_id() != cfg.run_id():
             raise ConfigError(f"out_dir {run_dir}: holds a different run ({old.run_id()} != {cfg.run_id()}); "
                               "use another directory")
-
-
-def _read_history(run_dir: Path, upto_step: int) -> list[dict[str, Any]]:
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in rows if r["step"] <= upto_step]
 
 
 def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, callbacks: Iterable[Callback] = (),
@@ -140,7 +122,7 @@ def train(cfg: ExperimentConfig, out_dir: str | Path, *, callbacks: Iterable[Cal
           progress: bool = False, stop_after_step: int | None = None) -> RunResult:
     run_dir = Path(out_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    _check_dir(run_dir, cfg)
+    check_run_dir(run_dir, cfg)
     write_text(run_dir / "config.yaml", dump_config(cfg))
     device = pick_device(cfg.train.device)
     callbacks = list(callbacks)
@@ -153,112 +135,27 @@ def train(cfg: ExperimentConfig, out_dir: str | Path, *, callbacks: Iterable[Cal
 
 def _train(cfg: ExperimentConfig, run_dir: Path, device: torch.device, callbacks: list[Callback],
            progress: bool, stop_after_step: int | None) -> RunResult:
-    t0 = time.perf_counter()
     task = AnchorTask(cfg.task)
     data = task.train_data(cfg.train.data_seed)
     eval_sets = task.eval_sets(cfg.train.data_seed)
     tokens, targets = data.tokens.to(device), data.targets.to(device)
 
-    model, table = init_model(cfg)
-    model.to(device)
-    opt = make_optimizer(model, cfg.optim)
-    lr_of = {n: g for g in opt.param_groups for n in g["names"]}
-    table["lr"] = cfg.optim.lr
-    table["lr_peak"] = cfg.optim.lr * cfg.optim.warmup_multiplier
-    table["weight_decay"] = [lr_of[n]["weight_decay"] for n in table.name]
-    from ..io import atomic_write
-    atomic_write(run_dir / "param_table.csv", lambda p: table.to_csv(p, index=False))
+    def batch_loss(fwd, idx: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(fwd(tokens[idx], last_only=True).float(), targets[idx])  # last token only
 
-    spe, total, eval_every = steps_plan(cfg)
-    ckpt_every = cfg.train.checkpoint_every or eval_every
-    step, wall_before = 0, 0.0
-    ck = load_checkpoint(run_dir, map_location=device)
-    if ck is not None:
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        step, wall_before = int(ck["step"]), float(ck.get("wall_seconds", 0.0))
-        log.info("resumed %s at step %d", run_dir, step)
-    history = _read_history(run_dir, step)
-    write_text(run_dir / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in history))
-
-    fwd = torch.compile(model) if cfg.train.compile else model
-    amp = (torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-           if cfg.train.amp == "bf16" else contextlib.nullcontext())
-    B = cfg.train.batch_size
-    status, loss_sum, loss_n = "finished", torch.zeros((), device=device), 0
-    perm, perm_epoch = None, -1
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=total, initial=step, desc=cfg.name, unit="step", dynamic_ncols=True)
-
-    def record(step_now: int) -> dict[str, Any]:
-        metrics, _, _ = evaluate(model, task, eval_sets)
-        row = {"step": step_now, "epoch": step_now / spe, "lr": lr_at(max(step_now - 1, 0), spe, cfg.optim),
-               "train_loss": float(loss_sum) / max(loss_n, 1) if loss_n else math.nan,
-               "wall_seconds": wall_before + time.perf_counter() - t0}
-        for cb in callbacks:
-            row.update(cb(step_now, model))
-        row.update(metrics)
-        with open(run_dir / "metrics.jsonl", "a") as f:
-            f.write(json.dumps(row) + "\n")
-        history.append(row)
-        return row
-
-    if not history:
-        record(0)
-    model.train()
-    while step < total:
-        epoch = step // spe
-        if epoch != perm_epoch:
-            perm, perm_epoch = epoch_permutation(len(data), cfg.train.data_seed, epoch).to(device), epoch
-        idx = perm[(step % spe) * B:(step % spe + 1) * B]
-        lr = lr_at(step, spe, cfg.optim)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        with amp:
-            logits = fwd(tokens[idx], last_only=True)
-            loss = F.cross_entropy(logits.float(), targets[idx])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.optim.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.clip_norm)
-        opt.step()
-        step += 1
-        loss_sum += loss.detach()
-        loss_n += 1
-        if bar is not None:
-            bar.update(1)
-        if step % eval_every == 0 or step == total:
-            if not math.isfinite(float(loss_sum)):
-                status = "diverged"
-                record(step)
-                break
-            row = record(step)
-            loss_sum.zero_()
-            loss_n = 0
-            if bar is not None:
-                bar.set_postfix(loss=f"{row['train_loss']:.3g}", id=f"{row['id_acc']:.2f}",
-                                ood=f"{row['ood_acc']:.2f}")
-            if step % ckpt_every == 0 or step == total:
-                save_checkpoint(run_dir, {"model": model.state_dict(), "optimizer": opt.state_dict(),
-                                          "step": step, "wall_seconds": wall_before + time.perf_counter() - t0})
-            if stop_after_step is not None and step >= stop_after_step and step < total:
-                if bar is not None:
-                    bar.close()
-                return RunResult(model, task, {"status": "interrupted", "step": step}, run_dir)
-    if bar is not None:
-        bar.close()
-
-    save_weights(run_dir / "model.safetensors", model, {"run_id": cfg.run_id()})
-    final = finalize(cfg, run_dir, history, status, wall_before + time.perf_counter() - t0, step)
-    return RunResult(model, task, final, run_dir)
+    r = fit(cfg, run_dir, device, n_train=len(data), batch_loss=batch_loss,
+            evaluate=lambda m: evaluate(m, task, eval_sets)[0], callbacks=callbacks, progress=progress,
+            stop_after_step=stop_after_step, postfix=("id_acc", "ood_acc"))
+    if r.status == "interrupted":
+        return RunResult(r.model, task, {"status": "interrupted", "step": r.step}, run_dir)
+    final = finalize(cfg, run_dir, r.history, r.status, r.wall_seconds, r.step)
+    return RunResult(r.model, task, final, run_dir)
 
 
 def finalize(cfg: ExperimentConfig, run_dir: Path, history: list[dict[str, Any]], status: str,
              wall: float, step: int) -> dict[str, Any]:
     last = history[-1] if history else {}
-    skip = {"step", "epoch", "lr", "wall_seconds"}
+    skip = {"step", "epoch", "lr", "wall_seconds", "eval_seconds"}
     metrics = [k for k in last if k not in skip and isinstance(last[k], (int, float))]
     best = {}
     for k in metrics:
