@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..config import ConfigError
+from ..config import ConfigError, _check_choice
 from ..io import atomic_write
 from ..tasks.anchor import SPLITS, AnchorData, AnchorTask, pair_label
 from .attention import attention_patterns, flow_graph, flow_scores, flow_summary, sample_inputs
@@ -86,8 +86,7 @@ class FlowScoresOptions:
 
     def __post_init__(self) -> None:
         _positive("n_inputs", self.n_inputs)
-        if self.split not in SPLITS:
-            raise ConfigError(f"split: must be one of {', '.join(SPLITS)}, got {self.split!r}")
+        _check_choice("split", self.split, SPLITS)
 
 
 @dataclass(frozen=True)
@@ -110,10 +109,8 @@ class MaskKeyOptions:
     def __post_init__(self) -> None:
         _positive("n_per_pair", self.n_per_pair)
         _positive("n_accuracy", self.n_accuracy)
-        if self.method not in METHODS:
-            raise ConfigError(f"method: must be one of {', '.join(METHODS)}, got {self.method!r}")
-        if self.split not in SPLITS:
-            raise ConfigError(f"split: must be one of {', '.join(SPLITS)}, got {self.split!r}")
+        _check_choice("method", self.method, METHODS)
+        _check_choice("split", self.split, SPLITS)
 
 
 @dataclass(frozen=True)
@@ -139,8 +136,7 @@ class MaskAnchor2Options:
     def __post_init__(self) -> None:
         _positive("n_draws", self.n_draws)
         _positive("n_accuracy", self.n_accuracy)
-        if self.split not in SPLITS:
-            raise ConfigError(f"split: must be one of {', '.join(SPLITS)}, got {self.split!r}")
+        _check_choice("split", self.split, SPLITS)
 
 
 @dataclass(frozen=True)
@@ -159,10 +155,8 @@ class TsneAo1Options:
     def __post_init__(self) -> None:
         _positive("n_inputs", self.n_inputs)
         _positive("max_points", self.max_points)
-        if self.method not in METHODS:
-            raise ConfigError(f"method: must be one of {', '.join(METHODS)}, got {self.method!r}")
-        if self.split not in SPLITS:
-            raise ConfigError(f"split: must be one of {', '.join(SPLITS)}, got {self.split!r}")
+        _check_choice("method", self.method, METHODS)
+        _check_choice("split", self.split, SPLITS)
 
 
 @dataclass(frozen=True)
