@@ -4,7 +4,6 @@ Run the slow ones with ``ANCHORLAB_SLOW=1 python -m pytest tests/test_gpu_and_sl
 """
 
 import pytest
-import torch
 
 from anchorlab.config import experiment_from_dict
 from anchorlab.train.loop import train

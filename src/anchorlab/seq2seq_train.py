@@ -49,7 +49,7 @@ from .config import (ConfigError, InitConfig, ModelConfig, OptimConfig, TrainCon
                      _check_range, apply_overrides, dump_config, from_dict, load_yaml, to_dict)
 from .io import write_text
 from .model.transformer import Transformer
-from .tasks.seq2seq import (EncodedPairs, Vocab, encode_pairs, exact_match, greedy_decode,
+from .tasks.seq2seq import (EncodedPairs, Vocab, encode_pairs, exact_match, greedy_decode, prompt_batches,
                             masked_lm_loss)
 from .train.fit import fit
 from .train.loop import finalize, numerics, pick_device
@@ -345,15 +345,9 @@ def cached_greedy_decode(model: Transformer, prompts: Sequence[str], vocab: Voca
     a batch then advance in lockstep, one position per new token. Hook points
     do not fire.
     """
-    if max_new_tokens < 0:
-        raise ConfigError(f"max_new_tokens: must be >= 0, got {max_new_tokens}")
-    if batch_size < 1:
-        raise ConfigError(f"batch_size: must be >= 1, got {batch_size}")
-    encoded = [vocab.encode(p) + [vocab.sep_id] for p in prompts]
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    encoded, batches = prompt_batches(prompts, vocab, max_new_tokens, batch_size)
     results = [""] * len(encoded)
-    for s in range(0, len(order), batch_size):
-        idx = order[s:s + batch_size]
+    for idx in batches:
         B, P = len(idx), len(encoded[idx[-1]])
         lens = torch.tensor([len(encoded[i]) for i in idx], device=device)           # (B,)
         tok = torch.full((B, P), vocab.pad_id, dtype=torch.long, device=device)

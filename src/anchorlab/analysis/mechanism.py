@@ -159,6 +159,14 @@ class TsneAo1Options:
         _check_choice("split", self.split, SPLITS)
 
 
+def _check_heatmap_options(opts: CosAo2Options | CosV2Options) -> None:
+    _positive("n_draws", opts.n_draws)
+    if len(opts.keys) < 2:
+        raise ConfigError(f"keys: need at least two key values, got {opts.keys}")
+    if (opts.lower is None) != (opts.upper is None):
+        raise ConfigError("lower/upper: give both or neither")
+
+
 @dataclass(frozen=True)
 class CosAo2Options:
     """``lower``/``upper``: (row pair, column pair); None = the paper's
@@ -175,11 +183,7 @@ class CosAo2Options:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        _positive("n_draws", self.n_draws)
-        if len(self.keys) < 2:
-            raise ConfigError(f"keys: need at least two key values, got {self.keys}")
-        if (self.lower is None) != (self.upper is None):
-            raise ConfigError("lower/upper: give both or neither")
+        _check_heatmap_options(self)
 
 
 @dataclass(frozen=True)
@@ -197,11 +201,7 @@ class CosV2Options:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        _positive("n_draws", self.n_draws)
-        if len(self.keys) < 2:
-            raise ConfigError(f"keys: need at least two key values, got {self.keys}")
-        if (self.lower is None) != (self.upper is None):
-            raise ConfigError("lower/upper: give both or neither")
+        _check_heatmap_options(self)
 
 
 def _parse(name: str, value: Any, tp: Any) -> Any:

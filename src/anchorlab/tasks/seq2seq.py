@@ -161,6 +161,22 @@ def token_accuracy(logits: torch.Tensor, tokens: torch.Tensor, loss_mask: torch.
     return float((lg[m].argmax(-1) == tgt[m]).float().mean())
 
 
+def prompt_batches(prompts: Sequence[str], vocab: Vocab, max_new_tokens: int,
+                   batch_size: int) -> tuple[list[list[int]], list[list[int]]]:
+    """Encode ``[prompt tokens] <sep>`` for greedy decoding and batch rows of similar length.
+
+    Returns (encoded prompts, batches of their indices, shortest first); the
+    shared front end of every greedy decoder. Checks both limits.
+    """
+    if max_new_tokens < 0:
+        raise ConfigError(f"max_new_tokens: must be >= 0, got {max_new_tokens}")
+    if batch_size < 1:
+        raise ConfigError(f"batch_size: must be >= 1, got {batch_size}")
+    encoded = [vocab.encode(p) + [vocab.sep_id] for p in prompts]
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    return encoded, [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+
+
 @torch.no_grad()
 def greedy_decode(model_fn: ModelFn, prompts: Sequence[str], vocab: Vocab, max_new_tokens: int,
                   batch_size: int = 256, device: torch.device | str | None = None) -> list[str]:
@@ -172,15 +188,9 @@ def greedy_decode(model_fn: ModelFn, prompts: Sequence[str], vocab: Vocab, max_n
     row's result equals decoding it alone. A row stops at ``<eos>`` (not
     included in the string) or after ``max_new_tokens`` tokens.
     """
-    if max_new_tokens < 0:
-        raise ConfigError(f"max_new_tokens: must be >= 0, got {max_new_tokens}")
-    if batch_size < 1:
-        raise ConfigError(f"batch_size: must be >= 1, got {batch_size}")
-    encoded = [vocab.encode(p) + [vocab.sep_id] for p in prompts]
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    encoded, batches = prompt_batches(prompts, vocab, max_new_tokens, batch_size)
     results: list[str] = [""] * len(encoded)
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
+    for idx in batches:
         outs = _decode_batch(model_fn, [encoded[i] for i in idx], vocab, max_new_tokens, device)
         for i, out in zip(idx, outs):
             results[i] = vocab.decode(out)
