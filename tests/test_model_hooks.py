@@ -66,3 +66,31 @@ def test_intervention_replaces_activation_and_last_only_matches():
     with pytest.raises(KeyError, match="valid names"):
         with hooks(m, [("blocks.9.attn.hook_pattern", uniform)]):
             pass
+
+
+@pytest.mark.parametrize("arch", ["neurips", "gpt2"])
+@pytest.mark.parametrize("n_layers", [1, 3])
+def test_last_only_skips_work_but_keeps_logits_and_gradients(arch, n_layers):
+    cfg = ModelConfig(arch=arch, n_layers=n_layers, d_model=32, n_heads=2, d_head=8, d_ff=48)
+    m = build_model(cfg).double()
+    apply_init_rate(m, 0.4, seed=1)
+    x, y = _tokens(7, seed=3), torch.randint(20, 100, (7,), generator=torch.Generator().manual_seed(4))
+    grads = []
+    for last_only in (False, True):
+        m.zero_grad()
+        out = m(x, last_only=last_only)
+        logits = out if last_only else out[:, -1]
+        torch.nn.functional.cross_entropy(logits, y).backward()
+        grads.append({n: p.grad.clone() for n, p in m.named_parameters()})
+        if last_only:
+            assert torch.allclose(logits, ref, atol=1e-12)
+        ref = logits.detach()
+    for n in grads[0]:
+        assert torch.allclose(grads[0][n], grads[1][n], atol=1e-12), n
+    # the last block really works on one query position
+    _, c = m.run_with_cache(x, last_only=True)
+    last = n_layers - 1
+    assert c[f"blocks.{last}.attn.hook_pattern"].shape == (7, 2, 1, 9)
+    assert c[f"blocks.{last}.hook_do"].shape == (7, 1, 32)
+    if n_layers > 1:
+        assert c["blocks.0.attn.hook_pattern"].shape == (7, 2, 9, 9)
