@@ -16,14 +16,20 @@ Every method trains one "epoch" of ``--steps`` batches then evaluates once
 sets are scaled to the papers' proportion (1000 sequences per group for
 900k training sequences) unless ``--eval-per-group`` is given.
 
-FLOPs are counted analytically per training sample (fwd + bwd = 3 x fwd):
+FLOPs are counted analytically per training sample (fwd + bwd = 3 x fwd) as
+the work the task needs — the loss reads the last position only, so the last
+layer needs keys and values at every position but its query, W_O, FFN and the
+readout at the last position only (what ``forward(last_only=True)`` computes):
 
-  6 * T * L * (4 * d_model * H * d_head + 2 * d_model * d_ff)   matmuls, every position
-  + 12 * L * H * T^2 * d_head                                   Q K^T and pattern V
-  + 6 * d_model * V                                             readout, last position only
+  6 * T * (L-1) * (4 * d_model * H * d_head + 2 * d_model * d_ff)   layers 1..L-1
+  + 12 * (L-1) * H * T^2 * d_head                                   their Q K^T and pattern V
+  + 6 * (2 * T * d_model * H * d_head                               last layer: K, V everywhere,
+         + 2 * d_model * H * d_head + 2 * d_model * d_ff)           Q, W_O, FFN at the last position
+  + 12 * H * T * d_head                                             its one attention row
+  + 6 * d_model * V                                                 readout, last position only
 
-(T = seq_len, L = layers, V = vocab). This is the work the task needs; the
-reference loop's extra readout at every position is not counted as useful.
+(T = seq_len, L = layers, V = vocab). The reference loop's extra work (every
+position in the last layer, readout everywhere) is not counted as useful.
 "Peak" is a measured dense fp32 matmul on the same device and thread count.
 
 The denormal section trains a small-init (gamma 1.0) model for
@@ -65,8 +71,9 @@ CLOCK = time.perf_counter  # --clock process: time.process_time (CPU seconds of 
 def train_flops_per_sample(m: ModelConfig, seq_len: int) -> float:
     """Analytic fwd+bwd FLOPs of one training sequence (see module docstring)."""
     T, L, H = seq_len, m.n_layers, m.n_heads
-    matmul = T * L * (4 * m.d_model * H * m.d_head + 2 * m.d_model * m.d_ff)
-    attn = 4 * L * H * T * T * m.d_head            # fwd: Q K^T and pattern V, 2 FLOPs per MAC
+    qkvo, ffn = 4 * m.d_model * H * m.d_head, 2 * m.d_model * m.d_ff      # MACs per position
+    matmul = T * (L - 1) * (qkvo + ffn) + T * qkvo // 2 + qkvo // 2 + ffn  # last layer trimmed
+    attn = 4 * H * m.d_head * ((L - 1) * T * T + T)  # fwd: Q K^T and pattern V, 2 FLOPs per MAC
     return 6.0 * matmul + 3.0 * attn + 6.0 * m.d_model * m.vocab_size
 
 
