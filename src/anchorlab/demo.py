@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 DEMO_PRESET = "demo/small"
 # The two init rates of the demo (std = fan_in ** -gamma); see docs/demo.md.
-DEMO_GAMMAS = {"large_init": 0.3, "small_init": 0.65}
+DEMO_GAMMAS = {"large_init": 0.3, "small_init": 0.6}
 
 
 def demo_configs(overrides: list[str] | tuple[str, ...] = ()) -> dict[str, ExperimentConfig]:
