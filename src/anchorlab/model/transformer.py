@@ -15,6 +15,12 @@ Two architectures from one config (``ModelConfig.arch``):
 Attention is written out (no fused kernel) so the pattern can be read and
 edited through ``blocks.{l}.attn.hook_pattern``.
 
+Incremental decoding: ``forward(tokens, cache=KVCache.empty(L))`` appends the
+new positions' keys and values to the cache and returns their logits; later
+calls feed only the new tokens. The same modules (and hook points) run as in
+a full forward; while decoding, ``hook_k`` / ``hook_v`` see the new positions
+only and ``hook_scores`` / ``hook_pattern`` are (B, H, t_new, S_total).
+
 Hook names (l = 0-based layer):
   hook_embed, hook_pos_embed, hook_resid_in,
   blocks.{l}.attn.hook_q / hook_k / hook_v          (B, H, T, d_head)
@@ -31,12 +37,35 @@ Hook names (l = 0-based layer):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from ..config import ModelConfig
 from .hooks import HookPoint, name_hook_points, run_with_cache
+
+
+@dataclass
+class KVCache:
+    """Keys and values of every position seen so far, per layer, for incremental decoding.
+
+    ``keys[l]`` / ``values[l]``: (B, H, S, d_head) or None before the first
+    call; ``pad``: (B, S) True where a position is padding (a padding key is
+    never attended to, except by itself, which keeps its own row finite).
+    """
+
+    keys: list[torch.Tensor | None]
+    values: list[torch.Tensor | None]
+    pad: torch.Tensor | None = None
+
+    @classmethod
+    def empty(cls, n_layers: int) -> "KVCache":
+        return cls([None] * n_layers, [None] * n_layers)
+
+    @property
+    def length(self) -> int:
+        return 0 if self.pad is None else int(self.pad.shape[1])
 
 
 class Attention(nn.Module):
@@ -60,17 +89,31 @@ class Attention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, d_head)
 
-    def forward(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, last_only: bool = False, cache: KVCache | None = None,
+                layer: int = 0, blocked: torch.Tensor | None = None) -> torch.Tensor:
         """x (B, T, d_model) -> (B, T, d_model); ``last_only``: queries of the
-        last position only -> (B, 1, d_model) (keys and values from all T)."""
+        last position only -> (B, 1, d_model) (keys and values from all T).
+
+        With ``cache``, x holds only the new positions: their keys/values are
+        appended to ``cache`` (layer ``layer``) and ``blocked`` (B, T, S) marks
+        the keys each new query may not read.
+        """
         B, T, _ = x.shape
         x_q = x[:, -1:] if last_only else x
         Tq = x_q.shape[1]
         q = self.hook_q(self._split(self.W_Q(x_q)))
         k = self.hook_k(self._split(self.W_K(x)))
         v = self.hook_v(self._split(self.W_V(x)))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)          # (B, H, Tq, T)
-        scores = scores.masked_fill(self.causal_mask[T - Tq:T, :T], float("-inf"))
+        if cache is not None:
+            if cache.keys[layer] is not None:
+                k = torch.cat([cache.keys[layer], k], dim=2)                 # (B, H, S, d_head)
+                v = torch.cat([cache.values[layer], v], dim=2)
+            cache.keys[layer], cache.values[layer] = k, v
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)          # (B, H, Tq, S)
+        if blocked is not None:
+            scores = scores.masked_fill(blocked[:, None, T - Tq:], float("-inf"))
+        else:
+            scores = scores.masked_fill(self.causal_mask[T - Tq:T, :T], float("-inf"))
         scores = self.hook_scores(scores)
         pattern = self.hook_pattern(torch.softmax(scores, dim=-1))          # (B, H, Tq, T)
         z = (pattern @ v).transpose(1, 2).reshape(B, Tq, -1)                # (B, Tq, H*d_head)
@@ -103,14 +146,16 @@ class Block(nn.Module):
         self.ln_mlp = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
         self.hook_ao, self.hook_do = HookPoint(), HookPoint()
 
-    def forward(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, last_only: bool = False, cache: KVCache | None = None,
+                layer: int = 0, blocked: torch.Tensor | None = None) -> torch.Tensor:
         """``last_only``: compute the block's output at the last position only
-        (B, 1, d_model); the other positions still feed its keys and values."""
+        (B, 1, d_model); the other positions still feed its keys and values.
+        ``cache`` / ``layer`` / ``blocked``: incremental decoding (see :class:`Attention`)."""
         resid = x[:, -1:] if last_only else x
         if self.pre_ln:
-            x_ao = self.hook_ao(resid + self.attn(self.ln_attn(x), last_only))
+            x_ao = self.hook_ao(resid + self.attn(self.ln_attn(x), last_only, cache, layer, blocked))
             return self.hook_do(x_ao + self.mlp(self.ln_mlp(x_ao)))
-        x_ao = self.hook_ao(self.ln_attn(resid + self.attn(x, last_only)))
+        x_ao = self.hook_ao(self.ln_attn(resid + self.attn(x, last_only, cache, layer, blocked)))
         return self.hook_do(self.ln_mlp(self.mlp(x_ao) + x_ao))
 
 
@@ -144,21 +189,51 @@ class Transformer(nn.Module):
     def hook_names(self) -> list[str]:
         return list(name_hook_points(self))
 
-    def forward(self, tokens: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, last_only: bool = False, *, cache: KVCache | None = None,
+                positions: torch.Tensor | None = None, pad: torch.Tensor | None = None) -> torch.Tensor:
+        """tokens (B, T) -> logits (B, T, V), or (B, V) with ``last_only``.
+
+        Incremental decoding: with ``cache`` (a :class:`KVCache`), ``tokens``
+        are the new positions only; ``positions`` (B, T) are their position ids
+        (default: continuing after the cache) and ``pad`` (B, T) marks new
+        padding tokens (left padding of a batch of prompts).
+        """
         T = tokens.shape[1]
-        if T > self.cfg.max_len:
-            raise ValueError(f"sequence length {T} exceeds model.max_len={self.cfg.max_len}")
-        pos = torch.arange(T, device=tokens.device)
+        blocked = None
+        if cache is None:
+            if T > self.cfg.max_len:
+                raise ValueError(f"sequence length {T} exceeds model.max_len={self.cfg.max_len}")
+            pos = torch.arange(T, device=tokens.device) if positions is None else positions
+        else:
+            pos, blocked = self._incremental_masks(tokens, cache, positions, pad)
         x = self.hook_resid_in(self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(pos)))
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
-            x = block(x, last_only and i == last)
+            x = block(x, last_only and i == last, cache, i, blocked)
         if self.ln_final is not None:
             x = self.ln_final(x)
         x = self.hook_final(x)
         if last_only:
             x = x[:, -1]
         return self.hook_logits(self.readout(x))
+
+    def _incremental_masks(self, tokens: torch.Tensor, cache: KVCache, positions: torch.Tensor | None,
+                           pad: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Position ids (B, T) of the new tokens and the blocked mask (B, T, S_old + T); grows ``cache.pad``."""
+        B, T = tokens.shape
+        S0, dev = cache.length, tokens.device
+        if positions is None:
+            positions = torch.arange(S0, S0 + T, device=dev).expand(B, T)
+        if int(positions.max()) >= self.cfg.max_len:
+            raise ValueError(f"position {int(positions.max())} exceeds model.max_len={self.cfg.max_len}")
+        new_pad = torch.zeros(B, T, dtype=torch.bool, device=dev) if pad is None else pad
+        cache.pad = new_pad if cache.pad is None else torch.cat([cache.pad, new_pad], dim=1)
+        col = torch.arange(S0 + T, device=dev)                                  # key index
+        row = torch.arange(S0, S0 + T, device=dev)                              # query index
+        future = col[None, :] > row[:, None]                                    # (T, S)
+        itself = col[None, :] == row[:, None]
+        blocked = future[None] | (cache.pad[:, None, :] & ~itself[None])        # (B, T, S)
+        return positions, blocked
 
     def run_with_cache(self, tokens: torch.Tensor, **kwargs):
         """``(logits, cache)``; see :func:`anchorlab.model.hooks.run_with_cache`."""

@@ -1,0 +1,84 @@
+"""Training: one lifecycle (:mod:`.run`), a single-model loop (:mod:`.single`), a stacked trainer (:mod:`.stacked`).
+
+``train(cfg, out_dir)`` trains one model of any task (``cfg.task.name``) and
+returns a :class:`RunResult`; ``load_run(run_dir)`` rebuilds a trained one;
+``run(cfg, run_dir)`` is the sweep runner's entry point (returns final.json).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import ConfigError, ExperimentConfig
+from ..io import read_json
+from ..tasks.base import Task, build_task
+from .run import Callback, build_model, config_of, init_model, numerics, pick_device, steps_plan
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunResult:
+    """A trained (or loaded) run: its model, task object, config, final.json dict and directory."""
+
+    model: torch.nn.Module
+    task: Task
+    cfg: ExperimentConfig
+    final: dict[str, Any]
+    run_dir: Path
+
+
+def train(cfg: ExperimentConfig, out_dir: str | Path, *, task: Task | None = None,
+          callbacks: Iterable[Callback] = (), progress: bool = False,
+          stop_after_step: int | None = None) -> RunResult:
+    """Train one model into ``out_dir`` (resuming from its checkpoint); see :mod:`anchorlab.train.run`.
+
+    ``task``: a task object to use instead of building one from ``cfg.task``
+    (e.g. :meth:`~anchorlab.tasks.seq2seq.PairsTask.from_pairs` on in-memory
+    data; the run id then does not describe the data: use a fresh directory).
+    ``stop_after_step`` stops after the checkpoint at that step without
+    final.json (status ``interrupted``), to test resume.
+    """
+    from .single import train_single
+
+    task = task if task is not None else build_task(cfg.task)
+    device = pick_device(cfg.train.device)
+    with numerics(cfg, device):
+        model, final = train_single(cfg, out_dir, task, device, callbacks=list(callbacks), progress=progress,
+                                    stop_after_step=stop_after_step)
+    return RunResult(model, task, cfg, final, Path(out_dir))
+
+
+def run(cfg: ExperimentConfig, run_dir: str | Path) -> dict[str, Any]:
+    """Train one run and return its final.json dict (the sweep runner's default run function)."""
+    return train(cfg, run_dir).final
+
+
+def load_run(run_dir: str | Path, device: str = "cpu") -> RunResult:
+    """Rebuild a trained model (final weights, else the latest checkpoint) from a run directory."""
+    from .checkpoint import load_checkpoint, load_weights
+
+    run_dir = Path(run_dir)
+    cfg = config_of(run_dir)
+    model = build_model(cfg)
+    if cfg.train.dtype == "float64":
+        model = model.double()
+    if (run_dir / "model.safetensors").exists():
+        load_weights(run_dir / "model.safetensors", model)
+    else:
+        ck = load_checkpoint(run_dir)
+        if ck is None:
+            raise ConfigError(f"run {run_dir}: no model.safetensors or checkpoint.pt")
+        model.load_state_dict(ck["model"])
+    final = read_json(run_dir / "final.json") if (run_dir / "final.json").exists() else {}
+    return RunResult(model.to(device).eval(), build_task(cfg.task), cfg, final, run_dir)
+
+
+__all__ = ["RunResult", "train", "run", "load_run", "config_of", "init_model", "build_model", "steps_plan",
+           "pick_device", "numerics"]

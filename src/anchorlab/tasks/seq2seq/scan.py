@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import functools
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..config import ConfigError
-from ..datasets import fetch_known
+from ...config.base import ConfigError, check_choice
+from ...datasets import fetch_known
+from .task import Row, Seq2SeqTask, Seq2SeqTaskConfig
 
 log = logging.getLogger(__name__)
 
@@ -182,3 +184,37 @@ def load_scan_split(name: str = "addprim_turn_left",
         raise ConfigError(f"split name: released files are registered only for "
                           f"{', '.join(SPLIT_FILES)}; use generate_scan_split({name!r})")
     return {part: _read(fname, data_dir) for part, fname in SPLIT_FILES[name].items()}
+
+
+# --------------------------------------------------------------------------- the task
+@functools.lru_cache(maxsize=4)
+def _rows(split: str, data_dir: str | None) -> dict[str, tuple[Row, ...]]:
+    return {k: tuple((a, b, "") for a, b in v) for k, v in load_scan_split(split, data_dir).items()}
+
+
+@dataclass(frozen=True)
+class ScanTaskConfig(Seq2SeqTaskConfig):
+    """SCAN (journal Fig. 7A): ``split`` names the released split files.
+
+    SCAN ``addprim_turn_left`` has only train and test files: ``id`` is the
+    training subset the model saw (fit), ``ood`` is the test file (every
+    command with "turn left" in a composition).
+    """
+
+    name: str = "scan"
+    split: str = "addprim_turn_left"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("task.name", self.name, ("scan",))
+        check_choice("task.split", self.split, tuple(SPLIT_FILES))
+
+    def raw(self) -> dict[str, tuple[Row, ...]]:
+        return _rows(self.split, self.data_dir)
+
+    def eval_sources(self) -> dict[str, str]:
+        return {"id": "train", "ood": "test"}
+
+
+class ScanTask(Seq2SeqTask):
+    name = "scan"

@@ -12,6 +12,8 @@ across the project:
   ood_other_frac       held-out pairs: prediction matches no hypothesis
   commutativity        held-out pairs (a != b): pred(a,b) == pred(b,a), key and
                        fillers fixed
+  min_pair_train_acc   the lowest designated accuracy of a trained pair on training keys
+                       (early stopping "every pair fitted", journal Fig. 8B)
   acc/<ab>/<split>                 designated (inferential if held out)
   hyp/<ab>/<split>/<hypothesis>    inferential | symmetric | other
 """
@@ -20,12 +22,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import torch
 
-from ..tasks.anchor import SPLITS, AnchorData, AnchorTask, pair_label
+from .data import SPLITS, AnchorData, pair_label
+
+if TYPE_CHECKING:
+    from .task import AnchorTask
 
 Predict = Callable[[torch.Tensor], torch.Tensor]
 
@@ -117,6 +123,8 @@ def summarize(table: pd.DataFrame, task: AnchorTask) -> dict[str, float]:
     m["ood_symmetric_acc"] = _mean(sym)
     m["ood_other_frac"] = _mean(t[(t.hypothesis == "other") & t.pair.isin(held)])
     m["commutativity"] = _mean(t[t.hypothesis == "commutativity"])
+    per_pair = des[des.pair.isin(trained) & (des.split == "train")].acc
+    m["min_pair_train_acc"] = float(per_pair.min()) if len(per_pair) else math.nan
     for r in t.itertuples():
         if r.hypothesis == "designated" or (r.hypothesis == "inferential" and r.pair in held):
             m[f"acc/{r.pair}/{r.split}"] = r.acc

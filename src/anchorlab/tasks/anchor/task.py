@@ -15,50 +15,30 @@ from an explicit ``numpy.random.Generator``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
+import torch.nn.functional as F
 
-from ..config import TaskConfig
-
-SPLITS = ("train", "test")
-
-
-@dataclass(frozen=True)
-class AnchorData:
-    """A set of sequences; every field has N rows.
-
-    tokens: (N, seq_len) int64; targets: (N,) designated target (inferential
-    for held-out pairs); pair: (N, 2) the anchors; key: (N,); key_pos: (N,).
-    """
-
-    tokens: torch.Tensor
-    targets: torch.Tensor
-    pair: torch.Tensor
-    key: torch.Tensor
-    key_pos: torch.Tensor
-
-    def __len__(self) -> int:
-        return int(self.tokens.shape[0])
-
-    def to(self, device: torch.device | str) -> "AnchorData":
-        return AnchorData(*(t.to(device) for t in (self.tokens, self.targets, self.pair,
-                                                    self.key, self.key_pos)))
-
-    def swapped(self) -> "AnchorData":
-        """The same sequences with the two anchors exchanged (targets unchanged)."""
-        tok = self.tokens.clone()
-        rows = torch.arange(len(self))
-        tok[rows, self.key_pos + 1] = self.tokens[rows, self.key_pos + 2]
-        tok[rows, self.key_pos + 2] = self.tokens[rows, self.key_pos + 1]
-        return AnchorData(tok, self.targets, self.pair.flip(1), self.key, self.key_pos)
+from ...config.base import ConfigError
+from ..base import EvalResult, Forward
+from .config import AnchorTaskConfig
+from .data import SPLITS, AnchorData, pair_label
 
 
 class AnchorTask:
-    """Targets, hypotheses and data generation for one :class:`TaskConfig`."""
+    """Targets, hypotheses, data generation and evaluation for one :class:`AnchorTaskConfig`.
 
-    def __init__(self, cfg: TaskConfig) -> None:
+    Implements the :class:`~anchorlab.tasks.base.Task` protocol: the loss is
+    cross-entropy at the last position; evaluation is per (pair, key split)
+    under each mapping hypothesis (:mod:`.metrics`).
+    """
+
+    name = "anchor"
+    headline = ("train_loss", "train_acc", "id_acc", "ood_inferential_acc", "ood_symmetric_acc",
+                "ood_other_frac", "commutativity")
+    stackable = True
+
+    def __init__(self, cfg: AnchorTaskConfig) -> None:
         self.cfg = cfg
         self.rules = cfg.rules
         self.pairs = cfg.pairs
@@ -74,7 +54,6 @@ class AnchorTask:
         for split in SPLITS:
             for p, ks in enumerate(self._keys[split]):
                 if len(ks) == 0:
-                    from ..config import ConfigError
                     raise ConfigError(f"task.split_mod: no {split} keys at key position {p} "
                                       f"with values {cfg.value_min}..{cfg.value_max}")
 
@@ -147,6 +126,32 @@ class AnchorTask:
         n = n or self.cfg.n_eval_per_group
         return {(p, s): self.sample(n, [p], s, rng) for p in self.pairs for s in SPLITS}
 
+    # ---- the Task protocol
+    def dims(self) -> dict[str, int]:
+        return self.cfg.dims()
 
-def pair_label(pair: tuple[int, int]) -> str:
-    return f"{pair[0]}{pair[1]}"
+    def eval_data(self, seed: int) -> dict[tuple[tuple[int, int], str], AnchorData]:
+        return self.eval_sets(seed)
+
+    def loss(self, fwd: Forward, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Cross-entropy of the last position's logits (NeurIPS §3.5)."""
+        return F.cross_entropy(fwd(batch["tokens"], last_only=True).float(), batch["targets"])
+
+    def evaluate(self, model: torch.nn.Module, eval_data: dict[tuple[tuple[int, int], str], AnchorData],
+                 device: torch.device | str = "cpu") -> EvalResult:
+        """Metrics (see :mod:`.metrics`), and tables ``groups`` (pair x split x hypothesis) and ``deviations``."""
+        from .metrics import evaluate
+
+        metrics, rows, devs = evaluate(model, self, eval_data)
+        return EvalResult(metrics, {"groups": rows, "deviations": devs})
+
+    def summary_lines(self, result: EvalResult) -> list[str]:
+        """Most frequent (prediction - inferential target) of each held-out pair."""
+        from .metrics import top_deviations
+
+        devs = result.tables.get("deviations")
+        if devs is None:
+            return []
+        return [f"  ({a},{b}) prediction - inferential target: "
+                + ", ".join(f"{d:+d}: {p:.0%}" for d, p in top_deviations(devs, pair_label((a, b))))
+                for a, b in self.held_out_pairs]

@@ -13,7 +13,8 @@ influence its predictions.
 
 Metrics: ``token_accuracy`` is teacher-forced (argmax at every loss-mask
 position equals the next token, output tokens and ``<eos>`` included);
-``exact_match`` compares greedily decoded output strings with the targets.
+``exact_match`` compares greedily decoded output strings with the targets
+(decoding: :func:`decode`, on :mod:`anchorlab.model.generate`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from ..config import ConfigError
+from ...config.base import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -161,65 +162,6 @@ def token_accuracy(logits: torch.Tensor, tokens: torch.Tensor, loss_mask: torch.
     return float((lg[m].argmax(-1) == tgt[m]).float().mean())
 
 
-def prompt_batches(prompts: Sequence[str], vocab: Vocab, max_new_tokens: int,
-                   batch_size: int) -> tuple[list[list[int]], list[list[int]]]:
-    """Encode ``[prompt tokens] <sep>`` for greedy decoding and batch rows of similar length.
-
-    Returns (encoded prompts, batches of their indices, shortest first); the
-    shared front end of every greedy decoder. Checks both limits.
-    """
-    if max_new_tokens < 0:
-        raise ConfigError(f"max_new_tokens: must be >= 0, got {max_new_tokens}")
-    if batch_size < 1:
-        raise ConfigError(f"batch_size: must be >= 1, got {batch_size}")
-    encoded = [vocab.encode(p) + [vocab.sep_id] for p in prompts]
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
-    return encoded, [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
-
-
-@torch.no_grad()
-def greedy_decode(model_fn: ModelFn, prompts: Sequence[str], vocab: Vocab, max_new_tokens: int,
-                  batch_size: int = 256, device: torch.device | str | None = None) -> list[str]:
-    """Greedy continuation of ``[prompt tokens] <sep>`` until ``<eos>``; returns output strings.
-
-    ``model_fn(tokens (B, T)) -> logits (B, T, V)`` must be causal. Prompts are
-    batched by length (order of the result = order of ``prompts``) and
-    right-padded: each row reads the logits at its own last position, so a
-    row's result equals decoding it alone. A row stops at ``<eos>`` (not
-    included in the string) or after ``max_new_tokens`` tokens.
-    """
-    encoded, batches = prompt_batches(prompts, vocab, max_new_tokens, batch_size)
-    results: list[str] = [""] * len(encoded)
-    for idx in batches:
-        outs = _decode_batch(model_fn, [encoded[i] for i in idx], vocab, max_new_tokens, device)
-        for i, out in zip(idx, outs):
-            results[i] = vocab.decode(out)
-    return results
-
-
-def _decode_batch(model_fn: ModelFn, prompts: list[list[int]], vocab: Vocab,
-                  max_new_tokens: int, device: torch.device | str | None) -> list[list[int]]:
-    B = len(prompts)
-    start = torch.tensor([len(p) for p in prompts], dtype=torch.long, device=device)
-    buf = torch.full((B, int(start.max()) + max_new_tokens), vocab.pad_id, dtype=torch.long,
-                     device=device)
-    for i, p in enumerate(prompts):
-        buf[i, :len(p)] = torch.tensor(p, dtype=torch.long)
-    lens = start.clone()  # (B,) current length of each row
-    active = torch.ones(B, dtype=torch.bool, device=device)
-    rows = torch.arange(B, device=device)
-    for _ in range(max_new_tokens):
-        logits = model_fn(buf[:, :int(lens.max())])  # (B, width, V)
-        last = (lens - 1).to(logits.device)
-        nxt = logits[rows.to(logits.device), last].argmax(-1).to(buf.device)  # (B,)
-        active &= nxt != vocab.eos_id  # a row that emits <eos> stops; <eos> is not stored
-        buf[rows[active], lens[active]] = nxt[active]
-        lens += active.long()
-        if not bool(active.any()):
-            break
-    return [buf[i, start[i]:lens[i]].tolist() for i in range(B)]
-
-
 def normalize(text: str) -> str:
     """Collapse whitespace: strings compare as token sequences."""
     return " ".join(text.split())
@@ -232,3 +174,31 @@ def exact_match(predictions: Sequence[str], targets: Sequence[str]) -> float:
     if not targets:
         return float("nan")
     return sum(normalize(p) == normalize(t) for p, t in zip(predictions, targets)) / len(targets)
+
+
+@torch.no_grad()
+def decode(model: torch.nn.Module | ModelFn, prompts: Sequence[str], vocab: Vocab, max_new_tokens: int,
+           batch_size: int = 256, device: torch.device | str | None = None, cached: bool = True) -> list[str]:
+    """Greedy output strings for ``prompts`` (each encoded as ``[tokens] <sep>``), stopping at ``<eos>``.
+
+    ``cached`` decodes with the model's key/value cache
+    (:func:`~anchorlab.model.generate.greedy_generate`, an anchorlab
+    Transformer); otherwise ``model`` may be any causal ``tokens -> logits``
+    function (:func:`~anchorlab.model.generate.reference_generate`). Ids past
+    the vocabulary never win.
+    """
+    from ...model.generate import greedy_generate, reference_generate
+
+    if max_new_tokens < 0:
+        raise ConfigError(f"max_new_tokens: must be >= 0, got {max_new_tokens}")
+    if batch_size < 1:
+        raise ConfigError(f"batch_size: must be >= 1, got {batch_size}")
+    encoded = [vocab.encode(p) + [vocab.sep_id] for p in prompts]
+    V = len(vocab)
+    if cached:
+        out = greedy_generate(model, encoded, max_new_tokens, vocab.eos_id, vocab.pad_id, batch_size, device,
+                              vocab_limit=V)
+    else:
+        out = reference_generate(lambda t: model(t)[..., :V], encoded, max_new_tokens, vocab.eos_id,
+                                 vocab.pad_id, batch_size, device)
+    return [vocab.decode(ids) for ids in out]

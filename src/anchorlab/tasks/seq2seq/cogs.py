@@ -17,15 +17,18 @@ after whitespace normalisation), reported overall, per class and per type.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
 
-from ..config import ConfigError
-from ..datasets import REGISTRY, default_data_dir, fetch_known
+from ...config.base import ConfigError, check_choice
+from ...datasets import REGISTRY, default_data_dir, fetch_known
+from .task import EvalSet, Row, Seq2SeqTask, Seq2SeqTaskConfig
 
 log = logging.getLogger(__name__)
 
@@ -147,3 +150,57 @@ def cogs_accuracy(records: Sequence[CogsRecord], predictions: Sequence[str],
     out["accuracy"] = out["n_correct"] / out["n"].where(out["n"] > 0)
     out.insert(0, "split", split)
     return out
+
+
+# --------------------------------------------------------------------------- the task
+@functools.lru_cache(maxsize=4)
+def _rows(fmt: str, data_dir: str | None) -> dict[str, tuple[Row, ...]]:
+    c = load_cogs(fmt, data_dir)
+    return {k: tuple((r.sentence, r.lf, r.type) for r in c[k]) for k in ("train", "test", "gen") if k in c}
+
+
+@dataclass(frozen=True)
+class CogsTaskConfig(Seq2SeqTaskConfig):
+    """COGS (journal Fig. 7B): ``id`` is ``test.tsv`` (in distribution), ``ood`` is ``gen.tsv``.
+
+    ``fmt``: logical-form format (``varfree`` or ``original``). With
+    ``keep_primitives`` a ``train_size`` subset always holds the
+    ``primitive`` and ``exposure_example_*`` rows (the only rows that show
+    the words the lexical generalization types test) and fills the rest from
+    ``in_distribution`` rows.
+    """
+
+    name: str = "cogs"
+    fmt: str = "varfree"
+    keep_primitives: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("task.name", self.name, ("cogs",))
+        check_choice("task.fmt", self.fmt, FORMATS)
+
+    def raw(self) -> dict[str, tuple[Row, ...]]:
+        return _rows(self.fmt, self.data_dir)
+
+    def eval_sources(self) -> dict[str, str]:
+        return {"id": "test", "ood": "gen"}
+
+    def keep_types(self) -> bool:
+        return self.keep_primitives
+
+
+class CogsTask(Seq2SeqTask):
+    """Adds ``ood_exact/<type>``, ``ood_exact/structural`` and ``ood_exact/lexical``."""
+
+    name = "cogs"
+    headline = Seq2SeqTask.headline + ("ood_exact/structural", "ood_exact/lexical")
+
+    def extra_metrics(self, name: str, es: EvalSet, predictions: list[str]) -> dict[str, float]:
+        if name != "ood" or not any(es.types):
+            return {}
+        table = cogs_accuracy([CogsRecord(a, b, t) for (a, b), t in zip(es.pairs, es.types)], predictions)
+        out = {}
+        for level in ("class", "type"):
+            for _, r in table[table.level == level].iterrows():
+                out[f"ood_exact/{r.group}"] = float(r.accuracy)
+        return out

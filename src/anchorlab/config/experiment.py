@@ -1,0 +1,291 @@
+"""The sections of a run's config and the whole :class:`ExperimentConfig`.
+
+``task`` is polymorphic: ``task.name`` picks the task family's own config
+class (it lives beside its task, e.g. :class:`anchorlab.tasks.anchor.config.AnchorTaskConfig`);
+``model.arch`` likewise picks the model family's config (the transformer's is
+:class:`ModelConfig`). The other sections are shared by every task. Choices
+where the papers are vague are documented on the field and in ``docs/choices.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from .base import (ConfigError, Select, apply_overrides, check_choice, check_range, coerce, config_hash, fail,
+                   from_dict, load_yaml, to_dict)
+
+
+def _tasks() -> dict:
+    from ..registry import TASKS
+    return TASKS
+
+
+def _models() -> dict:
+    from ..registry import MODELS
+    return MODELS
+
+
+# --------------------------------------------------------------------------- task
+@dataclass(frozen=True)
+class TaskConfig:
+    """Base of every task family's config. ``name`` selects the family (see :mod:`anchorlab.registry`).
+
+    A family's config subclasses this, validates its fields in ``__post_init__``
+    and may override :meth:`dims` and :meth:`check_model`.
+    """
+
+    name: str = "anchor"
+
+    def dims(self) -> dict[str, int]:
+        """``{"vocab_size": ..., "max_len": ...}`` the model needs (may read the task's data files)."""
+        raise NotImplementedError
+
+    def check_model(self, model: Any) -> None:
+        """Cheap consistency checks of a model config against this task (no data reads)."""
+
+
+def _default_task() -> TaskConfig:
+    from ..registry import TASKS, load
+    return load(TASKS["anchor"].config)()
+
+
+# -------------------------------------------------------------------------- model
+ARCHS = ("neurips", "gpt2")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Decoder-only transformer.
+
+    ``arch='neurips'``: post-LN as NeurIPS eq. (4)-(7); ``arch='gpt2'``: pre-LN
+    with a final LayerNorm (journal). ``d_head`` is d_k = d_v per head.
+    ``vocab_size`` and ``max_len`` are filled from the task when a config
+    leaves them out.
+    """
+
+    arch: str = "neurips"
+    n_layers: int = 2
+    d_model: int = 400
+    n_heads: int = 1
+    d_head: int = 200
+    d_ff: int = 1200
+    activation: str = "relu"
+    max_len: int = 9
+    vocab_size: int = 201
+    ln_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        p = "model"
+        check_choice(f"{p}.arch", self.arch, ARCHS)
+        check_choice(f"{p}.activation", self.activation, ("relu", "gelu"))
+        for name in ("n_layers", "d_model", "n_heads", "d_head", "d_ff", "max_len", "vocab_size"):
+            check_range(f"{p}.{name}", getattr(self, name), 1)
+        check_range(f"{p}.ln_eps", self.ln_eps, 0.0, lo_open=True)
+
+
+# --------------------------------------------------------------------------- init
+INIT_ROLES = ("embed", "pos", "qk", "vo", "mlp", "readout")
+
+
+@dataclass(frozen=True)
+class InitConfig:
+    """Init rate: every weight ~ D(0, std = scale * fan_in ** -gamma).
+
+    ``role_gammas`` overrides gamma for a role group (embed, pos, qk, vo, mlp,
+    readout). ``fan_in='true'`` uses each matrix's real input dimension (NeurIPS
+    text; the embedding's input is the one-hot vocabulary); ``'d_model'`` uses
+    d_model for every matrix (journal code). ``residual_scale`` divides the std
+    of the attention output and second MLP matrices by sqrt(2 * n_layers)
+    (GPT-2 / journal code).
+    """
+
+    gamma: float = 0.5
+    scale: float = 1.0
+    role_gammas: dict[str, float] = field(default_factory=dict)
+    fan_in: str = "true"
+    distribution: str = "normal"
+    bias: str = "zero"
+    residual_scale: bool = False
+
+    def __post_init__(self) -> None:
+        p = "init"
+        check_range(f"{p}.gamma", self.gamma, 0.0, 4.0)
+        check_range(f"{p}.scale", self.scale, 0.0, lo_open=True)
+        for k, v in self.role_gammas.items():
+            check_choice(f"{p}.role_gammas", k, INIT_ROLES)
+            check_range(f"{p}.role_gammas.{k}", v, 0.0, 4.0)
+        check_choice(f"{p}.fan_in", self.fan_in, ("true", "d_model"))
+        check_choice(f"{p}.distribution", self.distribution, ("normal", "uniform"))
+        check_choice(f"{p}.bias", self.bias, ("zero", "gamma"))
+
+    def gamma_for(self, group: str) -> float:
+        return float(self.role_gammas.get(group, self.gamma))
+
+
+# -------------------------------------------------------------------------- optim
+@dataclass(frozen=True)
+class OptimConfig:
+    """AdamW with the papers' warmup-then-cosine schedule, stepped per batch.
+
+    lr rises linearly from ``lr`` to ``lr * warmup_multiplier`` over
+    ``warmup_epochs``, then follows a cosine from that peak down to ``min_lr``
+    over ``cosine_epochs`` (and stays at ``min_lr`` after). Weight decay applies
+    to matrices (embeddings included, as in the papers' code) but not to biases
+    or LayerNorm parameters unless ``decay_norm_and_bias``.
+    """
+
+    lr: float = 1e-5
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.01
+    decay_norm_and_bias: bool = False
+    warmup_epochs: float = 10.0
+    warmup_multiplier: float = 25.0
+    cosine_epochs: float = 200.0
+    min_lr: float = 1e-5
+    clip_norm: float = 1.0
+
+    def __post_init__(self) -> None:
+        p = "optim"
+        check_range(f"{p}.lr", self.lr, 0.0, lo_open=True)
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            fail(f"{p}.betas", f"must be two numbers in [0, 1), got {self.betas!r}")
+        check_range(f"{p}.eps", self.eps, 0.0, lo_open=True)
+        check_range(f"{p}.weight_decay", self.weight_decay, 0.0)
+        check_range(f"{p}.warmup_epochs", self.warmup_epochs, 0.0)
+        check_range(f"{p}.warmup_multiplier", self.warmup_multiplier, 0.0, lo_open=True)
+        check_range(f"{p}.cosine_epochs", self.cosine_epochs, 0.0)
+        check_range(f"{p}.min_lr", self.min_lr, 0.0)
+        check_range(f"{p}.clip_norm", self.clip_norm, 0.0)
+
+    @property
+    def peak_lr(self) -> float:
+        return self.lr * self.warmup_multiplier
+
+
+# -------------------------------------------------------------------------- train
+STOP_RULE = re.compile(r"^\s*([A-Za-z0-9_/.,()\-]+)\s*(>=|<=)\s*([-+0-9.eE]+)\s*$")
+
+
+def parse_stop_rule(path: str, rule: str) -> tuple[str, str, float]:
+    """``"id_exact>=0.99"`` -> ``("id_exact", ">=", 0.99)``."""
+    m = STOP_RULE.match(rule)
+    if m is None:
+        fail(path, f"must look like 'metric>=value' or 'metric<=value', got {rule!r}")
+    try:
+        value = float(m.group(3))
+    except ValueError:
+        fail(path, f"threshold must be a number, got {m.group(3)!r}")
+    check_range(path, value)
+    return m.group(1), m.group(2), value
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Loop settings. ``epochs`` may be fractional; ``max_steps`` (if > 0) caps it.
+
+    ``stop_when``: early stopping. The run ends (status ``stopped_early``) at
+    the first evaluation where every rule holds, e.g. ``["id_exact>=0.99"]``
+    or ``["train_loss<=0.05", "min_pair_train_acc>=0.6"]``; ``epochs`` /
+    ``max_steps`` then act as the cap.
+    """
+
+    epochs: float = 210.0
+    batch_size: int = 2048
+    max_steps: int = 0
+    eval_every: int = 0          # steps; 0 -> once per epoch
+    checkpoint_every: int = 0    # steps; 0 -> at each eval
+    data_seed: int = 0
+    init_seed: int = 0
+    device: str = "auto"
+    dtype: str = "float32"
+    threads: int = 0             # torch intra-op threads; 0 -> leave as is
+    flush_denormal: bool = True
+    compile: bool = False
+    amp: str = "none"            # "none" | "bf16" (GPU)
+    tf32: bool = False
+    log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
+    stop_when: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        p = "train"
+        check_range(f"{p}.epochs", self.epochs, 0.0, lo_open=True)
+        check_range(f"{p}.batch_size", self.batch_size, 1)
+        for name in ("max_steps", "eval_every", "checkpoint_every", "threads"):
+            check_range(f"{p}.{name}", getattr(self, name), 0)
+        for name in ("data_seed", "init_seed"):
+            check_range(f"{p}.{name}", getattr(self, name), 0)
+        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+            fail(f"{p}.device", f"must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
+        check_choice(f"{p}.dtype", self.dtype, ("float32", "float64"))
+        check_choice(f"{p}.amp", self.amp, ("none", "bf16"))
+        for i, r in enumerate(self.stop_when):
+            parse_stop_rule(f"{p}.stop_when[{i}]", r)
+
+    @property
+    def stop_rules(self) -> list[tuple[str, str, float]]:
+        return [parse_stop_rule(f"train.stop_when[{i}]", r) for i, r in enumerate(self.stop_when)]
+
+
+# --------------------------------------------------------------------------- run
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """A whole run: task, model, init, optim, train."""
+
+    name: str = "run"
+    task: Annotated[TaskConfig, Select("name", _tasks, "anchor")] = field(default_factory=_default_task)
+    model: Annotated[ModelConfig, Select("arch", _models, "neurips")] = field(default_factory=ModelConfig)
+    init: InitConfig = field(default_factory=InitConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        self.task.check_model(self.model)
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_dict(self)
+
+    def run_id(self) -> str:
+        """Stable 12-hex hash of the config (``name`` and fields marked not-identity excluded)."""
+        d = {k: v for k, v in vars(self).items() if k != "name"}
+        return config_hash(d)
+
+
+AUTO = ("auto", None)
+DERIVED_MODEL_FIELDS = ("vocab_size", "max_len")
+
+
+def experiment_from_dict(data: dict[str, Any] | None, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
+    """Mapping (+ dotted overrides) -> validated :class:`ExperimentConfig`.
+
+    Task errors are reported first. ``model.vocab_size`` / ``model.max_len``
+    left out (or ``auto``) are filled from ``task.dims()`` (which may read the
+    task's data files once per process).
+    """
+    d = apply_overrides(dict(data or {}), list(overrides))
+    task = coerce("task", d.get("task") or {}, _hint("task"))
+    d["task"] = task
+    model = d.setdefault("model", {})
+    if isinstance(model, dict):
+        missing = [k for k in DERIVED_MODEL_FIELDS if model.get(k, "auto") in AUTO]
+        if missing:
+            dims = task.dims()
+            for k in missing:
+                model[k] = dims[k]
+    return from_dict(ExperimentConfig, d)
+
+
+def _hint(name: str) -> Any:
+    import typing
+    return typing.get_type_hints(ExperimentConfig, include_extras=True)[name]
+
+
+def load_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
+    """YAML file or preset name (``neurips/paper``, ``scan/cpu``, ...) + dotted overrides -> config."""
+    return experiment_from_dict(load_yaml(path), overrides)
+
+
+__all__ = ["TaskConfig", "ModelConfig", "InitConfig", "OptimConfig", "TrainConfig", "ExperimentConfig",
+           "experiment_from_dict", "load_config", "parse_stop_rule", "ConfigError", "INIT_ROLES", "ARCHS"]

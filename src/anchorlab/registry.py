@@ -1,0 +1,53 @@
+"""Where names in a config meet code: task families and model architectures.
+
+``task.name`` picks a task family and ``model.arch`` a model family. Each entry
+names its config dataclass and its implementation as ``"module:attribute"``
+strings, imported only when used, so reading a config never imports a task's
+heavy dependencies and no module imports the task packages at import time.
+
+A new task family adds one line to :data:`TASKS` (or calls :func:`register_task`
+from its own package, e.g. in a plugin); see docs/architecture.md, "Add a task".
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Entry:
+    """``config``: the frozen dataclass of the section; ``impl``: the task class or model builder."""
+
+    config: str
+    impl: str
+
+
+TASKS: dict[str, Entry] = {
+    "anchor": Entry("anchorlab.tasks.anchor.config:AnchorTaskConfig", "anchorlab.tasks.anchor.task:AnchorTask"),
+    "scan": Entry("anchorlab.tasks.seq2seq.scan:ScanTaskConfig", "anchorlab.tasks.seq2seq.scan:ScanTask"),
+    "pairs": Entry("anchorlab.tasks.seq2seq.task:PairsTaskConfig", "anchorlab.tasks.seq2seq.task:PairsTask"),
+    "cogs": Entry("anchorlab.tasks.seq2seq.cogs:CogsTaskConfig", "anchorlab.tasks.seq2seq.cogs:CogsTask"),
+}
+
+MODELS: dict[str, Entry] = {
+    "neurips": Entry("anchorlab.config.experiment:ModelConfig", "anchorlab.model.transformer:build_model"),
+    "gpt2": Entry("anchorlab.config.experiment:ModelConfig", "anchorlab.model.transformer:build_model"),
+}
+
+
+def register_task(name: str, config: str, impl: str) -> None:
+    """Make ``task.name: <name>`` resolve to ``config`` / ``impl`` ("module:attribute" each)."""
+    TASKS[name] = Entry(config, impl)
+
+
+def register_model(arch: str, config: str, impl: str) -> None:
+    """Make ``model.arch: <arch>`` resolve to ``config`` / ``impl`` (a builder ``fn(model_cfg) -> nn.Module``)."""
+    MODELS[arch] = Entry(config, impl)
+
+
+def load(ref: str) -> Any:
+    """``"package.module:attr"`` -> the attribute."""
+    mod, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(mod), attr)

@@ -1,0 +1,326 @@
+"""One run's lifecycle, shared by the single-model loop and the stacked trainer.
+
+A run directory is the record of a run::
+
+    config.yaml        the full config
+    param_table.csv    every parameter: role, shape, fan_in, gamma, target/measured init std, lr, weight decay
+    metrics.jsonl      one line per evaluation (step, epoch, lr, train_loss, wall/eval seconds, metrics)
+    checkpoint.pt      latest state (model, optimizer, step), written atomically
+    model.safetensors  final weights
+    final.json         run_id, status, final and best metrics, history, versions, timings, config
+
+:class:`RunState` walks a run through it: ``open`` (check the directory, write
+config.yaml, init with the init seed, optimizer groups, param table, resume
+from ``checkpoint.pt``, history), ``record`` (evaluate at a step),
+``stop_status`` (diverged / early stop), ``checkpoint`` and ``finish``
+(weights, final.json). Statuses: ``finished``, ``stopped_early``,
+``diverged``, ``interrupted`` (``stop_after_step``; no final.json).
+
+The data order of epoch ``e`` depends only on ``(data_seed, e)`` and
+checkpoints are taken at evaluation steps (where the running loss is reset),
+so a resumed run reproduces an uninterrupted one without saving RNG state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from ..config import ConfigError, ExperimentConfig, dump_config, experiment_from_dict
+from ..io import atomic_write, read_json, write_json, write_text
+from ..registry import MODELS, load
+from ..tasks.base import Task
+from .checkpoint import load_checkpoint, save_checkpoint, save_weights, versions
+from .optim import lr_at, make_optimizer
+
+log = logging.getLogger(__name__)
+Callback = Callable[[int, torch.nn.Module], dict[str, float]]
+DONE = ("finished", "stopped_early", "diverged")
+NOT_METRICS = ("step", "epoch", "lr", "wall_seconds", "eval_seconds")
+
+
+# ------------------------------------------------------------------ environment
+def pick_device(spec: str) -> torch.device:
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if spec.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"train.device: {spec!r} requested but CUDA is not available; use 'cpu' or 'auto'")
+    return torch.device(spec)
+
+
+@contextlib.contextmanager
+def numerics(cfg: ExperimentConfig, device: torch.device):
+    """Process-wide numeric switches for the duration of a run, restored after."""
+    t = cfg.train
+    old_threads = torch.get_num_threads()
+    old_tf32 = torch.backends.cuda.matmul.allow_tf32 if torch.cuda.is_available() else None
+    if t.threads:
+        torch.set_num_threads(t.threads)
+    if device.type == "cpu":
+        torch.set_flush_denormal(t.flush_denormal)
+    if old_tf32 is not None:
+        torch.backends.cuda.matmul.allow_tf32 = t.tf32
+        torch.backends.cudnn.allow_tf32 = t.tf32
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old_threads)
+        if device.type == "cpu":
+            torch.set_flush_denormal(False)
+        if old_tf32 is not None:
+            torch.backends.cuda.matmul.allow_tf32 = old_tf32
+
+
+def build_model(cfg: ExperimentConfig) -> torch.nn.Module:
+    """The model of ``cfg.model`` (``model.arch`` picks the family), with PyTorch's default init."""
+    return load(MODELS[cfg.model.arch].impl)(cfg.model)
+
+
+def init_model(cfg: ExperimentConfig) -> tuple[torch.nn.Module, pd.DataFrame]:
+    """Build the model and apply the init rate with the init seed (CPU, float32/64); return it and its ParamTable."""
+    from ..model.init import apply_init_rate
+
+    model = build_model(cfg)
+    gen = torch.Generator().manual_seed(cfg.train.init_seed)
+    table = apply_init_rate(model, cfg.init, generator=gen)
+    if cfg.train.dtype == "float64":
+        model = model.double()
+    return model, table
+
+
+def epoch_permutation(n: int, data_seed: int, epoch: int) -> torch.Tensor:
+    """Data order of one epoch, a function of (data_seed, epoch) only."""
+    g = torch.Generator().manual_seed((data_seed * 1_000_003 + epoch) % (2**63 - 1))
+    return torch.randperm(n, generator=g)
+
+
+def steps_plan(cfg: ExperimentConfig, n_train: int) -> tuple[int, int, int]:
+    """(steps_per_epoch, total_steps, eval_every); the last partial batch is dropped."""
+    spe = max(n_train // cfg.train.batch_size, 1)
+    total = max(int(round(cfg.train.epochs * spe)), 1)
+    if cfg.train.max_steps:
+        total = min(total, cfg.train.max_steps)
+    return spe, total, cfg.train.eval_every or spe
+
+
+def read_history(run_dir: Path, upto_step: int) -> list[dict[str, Any]]:
+    """metrics.jsonl rows up to ``upto_step`` (rows after a checkpoint are dropped on resume)."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in rows if r["step"] <= upto_step]
+
+
+def config_of(run_dir: str | Path) -> ExperimentConfig:
+    """The config a run directory was trained with."""
+    import yaml
+
+    path = Path(run_dir) / "config.yaml"
+    if not path.exists():
+        raise ConfigError(f"run {run_dir}: no config.yaml; not a run directory")
+    return experiment_from_dict(yaml.safe_load(path.read_text()))
+
+
+def check_run_dir(run_dir: Path, cfg: ExperimentConfig) -> None:
+    """Refuse a directory that holds a different run (its config.yaml has another run id)."""
+    if (run_dir / "config.yaml").exists():
+        old = config_of(run_dir)
+        if old.run_id() != cfg.run_id():
+            raise ConfigError(f"out_dir {run_dir}: holds a different run ({old.run_id()} != {cfg.run_id()}); "
+                              "use another directory")
+
+
+def completed_final(run_dir: Path, cfg: ExperimentConfig) -> dict[str, Any] | None:
+    """The final.json of this run if it completed in ``run_dir``, else None."""
+    p = run_dir / "final.json"
+    if not p.exists():
+        return None
+    old = read_json(p)
+    return old if old.get("run_id") == cfg.run_id() and old.get("status") in DONE else None
+
+
+def finalize(cfg: ExperimentConfig, run_dir: Path, history: list[dict[str, Any]], status: str, wall: float,
+             step: int) -> dict[str, Any]:
+    """Write final.json: the last and best value of every metric (best = min for losses), history, versions."""
+    last = history[-1] if history else {}
+    metrics = [k for k in last if k not in NOT_METRICS and isinstance(last[k], (int, float))]
+    best = {}
+    for k in metrics:
+        vals = [h[k] for h in history[1:] if isinstance(h.get(k), (int, float)) and math.isfinite(h[k])]
+        if vals:
+            best[k] = min(vals) if k.endswith("loss") or k == "ood_other_frac" else max(vals)
+    final = {"run_id": cfg.run_id(), "name": cfg.name, "status": status, "steps": step,
+             "final": {k: last[k] for k in metrics}, "best": best, "history": history,
+             "wall_seconds": wall, "versions": versions(), "config": cfg.to_dict()}
+    write_json(run_dir / "final.json", final)
+    return final
+
+
+def rules_hold(rules: Sequence[tuple[str, str, float]], row: dict[str, Any]) -> bool:
+    """Every ``(metric, op, value)`` rule holds for an evaluation row (NaN never holds)."""
+    for i, (metric, op, value) in enumerate(rules):
+        if metric not in row:
+            raise ConfigError(f"train.stop_when[{i}]: no metric {metric!r} in this task's evaluation; "
+                              f"metrics: {', '.join(k for k in row if k not in NOT_METRICS)}")
+        v = row[metric]
+        if not (isinstance(v, (int, float)) and math.isfinite(v)):
+            return False
+        if (op == ">=" and v < value) or (op == "<=" and v > value):
+            return False
+    return True
+
+
+# ------------------------------------------------------------------ one run
+@dataclass
+class RunState:
+    """Bookkeeping of one run in its directory; see the module docstring."""
+
+    cfg: ExperimentConfig
+    task: Task
+    run_dir: Path
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    train_data: Any
+    step: int = 0
+    wall_before: float = 0.0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    callbacks: list[Callback] = field(default_factory=list)
+    eval_data: Any = None
+    device: torch.device = torch.device("cpu")
+    t0: float = field(default_factory=time.perf_counter)
+
+    @classmethod
+    def open(cls, cfg: ExperimentConfig, run_dir: str | Path, task: Task, device: torch.device,
+             callbacks: Sequence[Callback] = (), data_cache: dict[int, tuple[Any, Any]] | None = None) -> "RunState":
+        """Check and write the directory, init (or resume) the model and optimizer, load the history.
+
+        ``data_cache`` (data seed -> (train data, eval data)) lets runs of a
+        stack share the data of a seed.
+        """
+        t0 = time.perf_counter()
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        check_run_dir(run_dir, cfg)
+        write_text(run_dir / "config.yaml", dump_config(cfg))
+        check_dims(cfg, task)
+        model, table = init_model(cfg)
+        model.to(device)
+        opt = make_optimizer(model, cfg.optim)
+        group_of = {n: g for g in opt.param_groups for n in g["names"]}
+        table["lr"] = cfg.optim.lr
+        table["lr_peak"] = cfg.optim.peak_lr
+        table["weight_decay"] = [group_of[n]["weight_decay"] for n in table.name]
+        atomic_write(run_dir / "param_table.csv", lambda p: table.to_csv(p, index=False))
+        step, wall = 0, 0.0
+        ck = load_checkpoint(run_dir, map_location=device)
+        if ck is not None:
+            model.load_state_dict(ck["model"])
+            opt.load_state_dict(ck["optimizer"])
+            step, wall = int(ck["step"]), float(ck.get("wall_seconds", 0.0))
+            log.info("resuming %s at step %d", run_dir, step)
+        history = read_history(run_dir, step)
+        write_text(run_dir / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in history))
+        callbacks = list(callbacks)
+        if cfg.train.log_complexity:
+            from ..analysis.spectra import ComplexityCallback
+            callbacks.append(ComplexityCallback())
+        cache = {} if data_cache is None else data_cache
+        seed = cfg.train.data_seed
+        if seed not in cache:
+            cache[seed] = (task.train_data(seed), task.eval_data(seed))
+        train_data, eval_data = cache[seed]
+        return cls(cfg, task, run_dir, model, opt, train_data, step, wall, history, callbacks, eval_data, device, t0)
+
+    # ---- plan
+    @property
+    def plan(self) -> tuple[int, int, int]:
+        """(steps_per_epoch, total_steps, eval_every)."""
+        return steps_plan(self.cfg, len(self.train_data))
+
+    @property
+    def checkpoint_every(self) -> int:
+        return self.cfg.train.checkpoint_every or self.plan[2]
+
+    def wall(self) -> float:
+        return self.wall_before + time.perf_counter() - self.t0
+
+    # ---- events
+    def record(self, step: int, model: torch.nn.Module, loss_mean: float) -> dict[str, Any]:
+        """Evaluate ``model`` at ``step``; append the row to metrics.jsonl and the history."""
+        spe = self.plan[0]
+        te = time.perf_counter()
+        result = self.task.evaluate(model, self.eval_data, self.device)
+        row: dict[str, Any] = {"step": step, "epoch": step / spe, "lr": lr_at(max(step - 1, 0), spe, self.cfg.optim),
+                               "train_loss": loss_mean, "wall_seconds": self.wall()}
+        for cb in self.callbacks:
+            row.update(cb(step, model))
+        row.update(result.metrics)
+        row["eval_seconds"] = time.perf_counter() - te
+        with open(self.run_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
+        self.history.append(row)
+        return row
+
+    def stop_status(self, row: dict[str, Any]) -> str | None:
+        """``diverged`` (non-finite training loss), ``stopped_early`` (every stop rule holds), else None."""
+        loss = row.get("train_loss", math.nan)
+        if row["step"] > 0 and not math.isfinite(loss):
+            return "diverged"
+        rules = self.cfg.train.stop_rules
+        if rules and row["step"] > 0 and rules_hold(rules, row):
+            return "stopped_early"
+        return None
+
+    def checkpoint(self, step: int, model_state: dict[str, torch.Tensor], optimizer_state: dict) -> None:
+        save_checkpoint(self.run_dir, {"model": model_state, "optimizer": optimizer_state, "step": step,
+                                       "wall_seconds": self.wall()})
+
+    def finish(self, model: torch.nn.Module, status: str, step: int) -> dict[str, Any]:
+        """Save the final weights and write final.json."""
+        save_weights(self.run_dir / "model.safetensors", model, {"run_id": self.cfg.run_id()})
+        return finalize(self.cfg, self.run_dir, self.history, status, self.wall(), step)
+
+
+def check_dims(cfg: ExperimentConfig, task: Task) -> None:
+    """The model's vocabulary and length fit what the task's data need (ConfigError naming the field)."""
+    need = task.dims()
+    m = cfg.model
+    if hasattr(m, "vocab_size") and "vocab_size" in need and m.vocab_size < need["vocab_size"]:
+        raise ConfigError(f"model.vocab_size: the data need {need['vocab_size']} tokens, got {m.vocab_size}; "
+                          "leave it out to derive it")
+    if hasattr(m, "max_len") and "max_len" in need and m.max_len < need["max_len"]:
+        raise ConfigError(f"model.max_len: the data need {need['max_len']} positions (longest row, or longest "
+                          f"prompt + task.max_new_tokens - 1), got {m.max_len}; leave it out to derive it")
+
+
+class Progress:
+    """A tqdm bar over training steps (only when asked for)."""
+
+    def __init__(self, enabled: bool, total: int, initial: int, desc: str) -> None:
+        self.bar = None
+        if enabled:
+            from tqdm.auto import tqdm
+            self.bar = tqdm(total=total, initial=initial, desc=desc, unit="step", dynamic_ncols=True)
+
+    def update(self, n: int = 1) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def show(self, row: dict[str, Any], keys: Sequence[str]) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix({k: f"{row[k]:.3g}" for k in keys if isinstance(row.get(k), (int, float))})
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,84 @@
+"""The single-model training loop: one model, one run directory (lifecycle in :mod:`.run`)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import ExperimentConfig
+from ..tasks.base import Task
+from .optim import lr_at
+from .run import Callback, Progress, RunState, epoch_permutation
+
+log = logging.getLogger(__name__)
+
+
+def train_single(cfg: ExperimentConfig, run_dir: str | Path, task: Task, device: torch.device, *,
+                 callbacks: Sequence[Callback] = (), progress: bool = False,
+                 stop_after_step: int | None = None) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """Train (or resume) one model; return it and its final.json dict.
+
+    ``stop_after_step`` ends the loop after the checkpoint at that step
+    without writing final.json (status ``interrupted``), to test resume.
+    """
+    st = RunState.open(cfg, run_dir, task, device, callbacks)
+    model, opt = st.model, st.optimizer
+    data = st.train_data.to(device)
+    spe, total, eval_every = st.plan
+    fwd = torch.compile(model) if cfg.train.compile else model
+    amp = (torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+           if cfg.train.amp == "bf16" else contextlib.nullcontext())
+    B = cfg.train.batch_size
+    step = st.step
+    status, loss_sum, loss_n = "finished", torch.zeros((), device=device), 0
+    perm, perm_epoch = None, -1
+    bar = Progress(progress, total, step, cfg.name)
+    try:
+        if not st.history:
+            st.record(0, model, float("nan"))
+        model.train()
+        while step < total:
+            epoch = step // spe
+            if epoch != perm_epoch:
+                perm, perm_epoch = epoch_permutation(len(data), cfg.train.data_seed, epoch).to(device), epoch
+            idx = perm[(step % spe) * B:(step % spe + 1) * B]
+            lr = lr_at(step, spe, cfg.optim)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            with amp:
+                loss = task.loss(fwd, data.batch(idx))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.optim.clip_norm > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.clip_norm)
+            opt.step()
+            step += 1
+            loss_sum += loss.detach()
+            loss_n += 1
+            bar.update()
+            if step % eval_every and step != total:
+                continue
+            row = st.record(step, model, float(loss_sum) / loss_n)
+            loss_sum.zero_()
+            loss_n = 0
+            bar.show(row, task.headline)
+            stop = st.stop_status(row)
+            if stop == "diverged":
+                status = stop
+                log.warning("%s diverged at step %d", st.run_dir, step)
+                break
+            if step % st.checkpoint_every == 0 or step == total or stop is not None:
+                st.checkpoint(step, model.state_dict(), opt.state_dict())
+            if stop is not None:
+                status = stop
+                break
+            if stop_after_step is not None and stop_after_step <= step < total:
+                return model, {"status": "interrupted", "step": step}
+    finally:
+        bar.close()
+    return model, st.finish(model, status, step)
