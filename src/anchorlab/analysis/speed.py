@@ -41,7 +41,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..config import ConfigError, TaskConfig
+from ..config import ConfigError
+from ..tasks.anchor.config import AnchorTaskConfig
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ def pair_fit_speed(history: History, threshold: float = 0.6, split: str = "train
     return pd.DataFrame(rows, columns=["pair", "epochs", "steps", "censored"])
 
 
-def rule_violating_pairs(task: TaskConfig) -> list[str]:
+def rule_violating_pairs(task: AnchorTaskConfig) -> list[str]:
     """Labels (``"12"``) of the trained pairs whose target is not inferential."""
     from ..tasks.anchor import AnchorTask, pair_label
 
