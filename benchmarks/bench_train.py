@@ -6,9 +6,9 @@ A script, not a test. Prints one table (and optionally writes it as CSV):
              attention with the causal mask built and ``.repeat``-ed every
              batch, logits at every position, default PyTorch init and AdamW
              on all parameters, evaluation every epoch group by group
-  anchorlab  ``anchorlab.train.loop.train`` (in-memory indexing, last-position
+  anchorlab  ``anchorlab.train.train`` (in-memory indexing, last-position
              logits, no_grad eval, flush-to-zero on CPU)
-  stack      ``anchorlab.train.ensemble.train_stack`` of G models (different
+  stack      ``anchorlab.train.stacked.train_stack`` of G models (different
              init seeds and gammas, one data seed); samples/s counts all G
 
 Every method trains one "epoch" of ``--steps`` batches then evaluates once
@@ -58,8 +58,8 @@ from torch import nn
 
 from anchorlab.config import ExperimentConfig, ModelConfig, experiment_from_dict, load_config
 from anchorlab.tasks.anchor import AnchorTask
-from anchorlab.train.ensemble import train_stack
-from anchorlab.train.loop import init_model, train
+from anchorlab.train.stacked import train_stack
+from anchorlab.train import init_model, train
 from anchorlab.train.optim import make_optimizer
 
 PRESETS = {"neurips": "neurips/paper", "journal": "journal/paper", "demo": "demo/small"}

@@ -1,3 +1,84 @@
-"""anchorlab: reasoning versus memorizing in transformers."""
+"""anchorlab: reasoning versus memorizing in transformers.
 
-__version__ = "0.1.0"
+The public API (stable for notebooks and scripts)::
+
+    from anchorlab import load_config, train, load_run, evaluate, apply_init_rate, run_sweep
+
+    cfg = load_config("demo/small", ["init.gamma=0.6"])      # preset or YAML + dotted overrides
+    run = train(cfg, "runs/small")                            # RunResult(model, task, cfg, final, run_dir)
+    result = evaluate(run)                                    # EvalResult(metrics, tables)
+    logits, cache = run.model.run_with_cache(tokens)          # every tensor by hook name
+    table = apply_init_rate(any_torch_module, gamma=0.7, seed=0)
+    df = run_sweep("src/anchorlab/sweeps/fig2_cpu.yaml", "runs/fig2")
+
+Names are imported on first use, so ``import anchorlab`` stays light and never
+touches a plotting backend.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.2.0"
+
+_API = {
+    "load_config": "anchorlab.config:load_config",
+    "experiment_from_dict": "anchorlab.config:experiment_from_dict",
+    "ExperimentConfig": "anchorlab.config:ExperimentConfig",
+    "ConfigError": "anchorlab.config:ConfigError",
+    "train": "anchorlab.train:train",
+    "load_run": "anchorlab.train:load_run",
+    "RunResult": "anchorlab.train:RunResult",
+    "train_stack": "anchorlab.train.stacked:train_stack",
+    "apply_init_rate": "anchorlab.model.init:apply_init_rate",
+    "build_model": "anchorlab.model.transformer:build_model",
+    "run_sweep": "anchorlab.sweep.runner:run_sweep",
+    "Task": "anchorlab.tasks.base:Task",
+    "EvalResult": "anchorlab.tasks.base:EvalResult",
+    "build_task": "anchorlab.tasks.base:build_task",
+    "run_analysis": "anchorlab.analysis.registry:run_analysis",
+    "reproduce": "anchorlab.reproduce:reproduce",
+}
+
+__all__ = ["__version__", "evaluate", *_API]
+
+
+def evaluate(run: Any, eval_data: Any = None, device: str = "cpu") -> Any:
+    """Evaluate a :class:`~anchorlab.train.RunResult` (or a run directory) with its task's metrics.
+
+    ``eval_data`` defaults to the task's fixed evaluation groups for the run's data seed.
+    """
+    from pathlib import Path
+
+    from .train import load_run
+
+    if isinstance(run, (str, Path)):
+        run = load_run(run, device)
+    data = eval_data if eval_data is not None else run.task.eval_data(run.cfg.train.data_seed)
+    return run.task.evaluate(run.model, data, device)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        mod, _, attr = _API[name].partition(":")
+        value = getattr(importlib.import_module(mod), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'anchorlab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .analysis.registry import run_analysis
+    from .config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
+    from .model.init import apply_init_rate
+    from .model.transformer import build_model
+    from .reproduce import reproduce
+    from .sweep.runner import run_sweep
+    from .tasks.base import EvalResult, Task, build_task
+    from .train import RunResult, load_run, train
+    from .train.stacked import train_stack

@@ -1,4 +1,7 @@
-"""Command line: thin wrappers that parse, build a config, and call the library."""
+"""Command line: thin wrappers that parse, build a config, and call the library.
+
+Every command works for every task family (``task.name`` in the config).
+"""
 
 from __future__ import annotations
 
@@ -19,64 +22,54 @@ def _cmd_config(a: argparse.Namespace) -> int:
     return 0
 
 
-def _is_seq2seq(spec: str) -> bool:
-    from .config import load_yaml
+def _print_metrics(task, metrics: dict) -> None:
+    from .tasks.base import headline_lines
 
-    task = load_yaml(spec).get("task") or {}
-    return isinstance(task, dict) and "dataset" in task
-
-
-def _cmd_train_seq2seq(a: argparse.Namespace) -> int:
-    from .seq2seq_train import load_seq2seq_config, run_seq2seq
-
-    cfg = load_seq2seq_config(a.config, a.set)
-    out = Path(a.out) if a.out else Path("runs") / f"{cfg.name}-{cfg.run_id()}"
-    final = run_seq2seq(cfg, out, progress=not a.no_progress)
-    print(f"run {out}  status={final['status']}  steps={final['steps']}  wall={final['wall_seconds']:.1f}s")
-    for k, v in final["final"].items():
-        if "/" not in k or k.endswith(("structural", "lexical")):
-            print(f"  {k:22s} {v:.4f}")
-    return 0
+    for line in headline_lines(metrics, task.headline):
+        print(line)
 
 
 def _cmd_train(a: argparse.Namespace) -> int:
     from .config import load_config
-    from .train.loop import train
+    from .train import train
 
-    if _is_seq2seq(a.config):
-        return _cmd_train_seq2seq(a)
     cfg = load_config(a.config, a.set)
     out = Path(a.out) if a.out else Path("runs") / f"{cfg.name}-{cfg.run_id()}"
     res = train(cfg, out, progress=not a.no_progress)
-    f = res.final["final"]
-    print(f"run {out}  status={res.final['status']}  steps={res.final['steps']}  "
-          f"wall={res.final['wall_seconds']:.1f}s")
-    for k in ("train_loss", "train_acc", "id_acc", "ood_inferential_acc", "ood_symmetric_acc",
-              "ood_other_frac", "commutativity"):
-        print(f"  {k:22s} {f.get(k, float('nan')):.4f}")
+    f = res.final
+    print(f"run {out}  task={cfg.task.name}  status={f['status']}  steps={f['steps']}  "
+          f"wall={f['wall_seconds']:.1f}s")
+    _print_metrics(res.task, f["final"])
     return 0
 
 
 def _cmd_eval(a: argparse.Namespace) -> int:
-    from .eval.metrics import evaluate, top_deviations
+    from dataclasses import replace
+
+    from .config import experiment_from_dict
     from .io import atomic_write, write_json
-    from .train.loop import config_of, load_run
+    from .tasks.base import build_task
+    from .train import load_run
 
     res = load_run(a.run)
-    cfg = config_of(a.run)
-    sets = res.task.eval_sets(cfg.train.data_seed, a.n)
-    metrics, rows, devs = evaluate(res.model, res.task, sets)
+    task, cfg = res.task, res.cfg
+    if a.set:
+        bad = [s for s in a.set if not s.startswith("task.")]
+        if bad:
+            raise ConfigError(f"--set {bad[0]}: eval takes task.* overrides only (e.g. task.n_eval_per_group=2000)")
+        cfg = experiment_from_dict(cfg.to_dict(), a.set)
+        task = build_task(cfg.task)
+        res = replace(res, task=task, cfg=cfg)
+    result = task.evaluate(res.model, task.eval_data(cfg.train.data_seed))
     out = Path(a.out) if a.out else Path(a.run)
-    atomic_write(out / "eval_groups.csv", lambda p: rows.to_csv(p, index=False))
-    atomic_write(out / "eval_deviations.csv", lambda p: devs.to_csv(p, index=False))
-    write_json(out / "eval.json", metrics)
-    for k in ("train_acc", "id_acc", "ood_inferential_acc", "ood_symmetric_acc", "ood_other_frac",
-              "commutativity"):
-        print(f"  {k:22s} {metrics[k]:.4f}")
-    for a1, a2 in res.task.held_out_pairs:
-        top = ", ".join(f"{d:+d}: {p:.0%}" for d, p in top_deviations(devs, f"{a1}{a2}"))
-        print(f"  ({a1},{a2}) prediction - inferential target: {top}")
-    print(f"wrote {out / 'eval_groups.csv'}, {out / 'eval_deviations.csv'}, {out / 'eval.json'}")
+    written = []
+    for name, table in result.tables.items():
+        written.append(atomic_write(out / f"eval_{name}.csv", lambda p, t=table: t.to_csv(p, index=False)))
+    written.append(write_json(out / "eval.json", result.metrics))
+    _print_metrics(task, result.metrics)
+    for line in getattr(task, "summary_lines", lambda r: [])(result):
+        print(line)
+    print("wrote " + ", ".join(str(p) for p in written))
     return 0
 
 
@@ -85,55 +78,51 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 
     from .demo import DEMO_GAMMAS, DEMO_PRESET, run_demo
 
-    print(f"anchorlab demo: training two models on the 'neurips' anchor task (preset {DEMO_PRESET}), "
-          f"gammas {DEMO_GAMMAS}, in {a.workers} worker process(es)...", flush=True)
-    table = run_demo(a.out, a.set, workers=a.workers)
+    print(f"anchorlab demo: training a large-init and a small-init model on the 'neurips' anchor task "
+          f"(preset {DEMO_PRESET}, gammas {DEMO_GAMMAS}) in {a.workers} worker process(es)...", flush=True)
+    table = run_demo(a.out, a.set, workers=a.workers, progress=not a.no_progress)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(table.drop(columns=["train_acc"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(table.drop(columns=["train_acc", "run_dir"], errors="ignore")
+              .to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"\nwrote {Path(a.out) / 'summary.json'} and {Path(a.out) / 'ood_over_training.png'}")
     return 0
 
 
-SWEEP_DIR = Path(__file__).parent / "sweeps"
+def _progress_bar(total: int, desc: str, enabled: bool):
+    if not enabled or not total:
+        return None, None
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="run")
+    return bar, (lambda r, st: bar.update(1))
 
 
-def resolve_sweep(spec: str) -> Path:
-    """A sweep YAML path or a bundled sweep preset name (e.g. ``fig2_cpu``)."""
-    p = Path(spec)
-    if p.is_file():
-        return p
-    cand = SWEEP_DIR / (spec if spec.endswith(".yaml") else f"{spec}.yaml")
-    if cand.is_file():
-        return cand
-    names = sorted(q.stem for q in SWEEP_DIR.glob("*.yaml"))
-    raise ConfigError(f"sweep spec {spec!r}: no such file or preset; presets: {', '.join(names)}")
+def _parse_stack(text: str) -> str | int:
+    stack = int(text) if text.isdigit() else text
+    if stack not in ("auto", "never") and not isinstance(stack, int):
+        raise ConfigError(f"--stack: must be 'auto', 'never' or a maximum stack size, got {text!r}")
+    return stack
 
 
 def _cmd_sweep(a: argparse.Namespace) -> int:
-    from .sweep.grid import load_sweep
+    import pandas as pd
+
+    from .sweep.grid import load_sweep, resolve_sweep
     from .sweep.runner import plan_sweep, run_sweep
 
-    path = resolve_sweep(a.spec)
-    spec = load_sweep(path)
+    spec = load_sweep(resolve_sweep(a.spec))
     out = Path(a.out) if a.out else Path("runs") / spec.name
     plan = plan_sweep(spec, out)
     if a.dry_run:
-        import pandas as pd
         with pd.option_context("display.width", 200, "display.max_rows", 500, "display.max_columns", 30):
             print(plan.to_string(index=False))
         print(f"{len(plan)} runs; {int((plan.action != 'skip').sum())} to do; out: {out}")
         return 0
     todo = int((plan.action != "skip").sum())
     print(f"sweep {spec.name}: {len(plan)} runs, {todo} to do, executor={a.executor}, out={out}", flush=True)
-    bar = None
-    if not a.no_progress and todo:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=todo, desc=spec.name, unit="run")
-    stack = int(a.stack) if a.stack.isdigit() else a.stack
-    if stack not in ("auto", "never") and not isinstance(stack, int):
-        raise ConfigError(f"--stack: must be 'auto', 'never' or a maximum stack size, got {a.stack!r}")
-    df = run_sweep(spec, out, executor=a.executor, max_workers=a.workers, stack=stack,
-                   on_result=(lambda r, st: bar.update(1)) if bar else None)
+    bar, on_result = _progress_bar(todo, spec.name, not a.no_progress)
+    df = run_sweep(spec, out, executor=a.executor, max_workers=a.workers, stack=_parse_stack(a.stack),
+                   on_result=on_result)
     if bar:
         bar.close()
     st = df.drop_duplicates("run_id").status.value_counts().to_dict()
@@ -144,43 +133,49 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
 def _cmd_report(a: argparse.Namespace) -> int:
     from .report import make_report
 
-    path = make_report(a.sweep_dir)
-    print(f"wrote {path}")
+    print(f"wrote {make_report(a.sweep_dir)}")
     return 0
 
 
 def _cmd_analyze(a: argparse.Namespace) -> int:
-    from .analysis.complexity_report import NAMES as CX, complexity_summary, run_complexity_analysis
+    from .analysis.registry import ANALYSES, MULTI_RUN, run_analysis, run_multi_analysis
 
-    if a.analysis == "complexity-summary":
-        df = complexity_summary(a.run, param=a.param)
-        out = Path(a.out) if a.out else Path(a.run[0]) / "analysis"
-        out.mkdir(parents=True, exist_ok=True)
-        from .io import atomic_write
-        atomic_write(out / "complexity-summary.csv", lambda p: df.to_csv(p, index=False))
-        print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if a.list:
+        for name, an in ANALYSES.items():
+            tasks = ", ".join(an.tasks) if an.tasks else "any"
+            print(f"  {name:20s} [{tasks}] {an.summary}")
+        for name, (summary, _) in MULTI_RUN.items():
+            print(f"  {name:20s} [several runs] {summary}")
         return 0
-    if len(a.run) != 1:
-        raise ConfigError(f"analyze {a.analysis}: takes one RUN, got {len(a.run)}")
-    run = a.run[0]
-    if a.analysis in CX:
-        paths = run_complexity_analysis(run, a.analysis, a.out, param=a.param)
-    else:
-        try:
-            from .analysis.mechanism import ANALYSES, run_analysis
-        except ImportError as e:  # pragma: no cover
-            raise ConfigError(f"analyze: mechanism analyses unavailable ({e})") from None
-        if a.analysis not in ANALYSES:
-            raise ConfigError(f"analyze: unknown analysis {a.analysis!r}; choose from "
-                              f"{', '.join([*ANALYSES, *CX, 'complexity-summary'])}")
-        opts = {}
-        for kv in a.option:
-            if "=" not in kv:
-                raise ConfigError(f"--option {kv!r}: expected KEY=VALUE")
-            k, v = kv.split("=", 1)
-            opts[k] = v
-        paths = run_analysis(run, a.analysis, a.out or Path(run) / "analysis", **opts)
-    for k, v in paths.items():
+    if len(a.args) < 2:
+        raise ConfigError("analyze: expected RUN [RUN ...] ANALYSIS (see `anchorlab analyze --list`)")
+    *runs, name = a.args
+    if name in MULTI_RUN:
+        path, table = run_multi_analysis(runs, name, a.out, a.option)
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(f"wrote {path}")
+        return 0
+    if len(runs) != 1:
+        raise ConfigError(f"analyze {name}: takes one RUN, got {len(runs)}")
+    for k, v in run_analysis(runs[0], name, a.out, a.option).items():
+        print(f"{k}: {v}")
+    return 0
+
+
+def _cmd_reproduce(a: argparse.Namespace) -> int:
+    from .reproduce import FIGURES, describe_figures, reproduce
+
+    if a.list or not a.figure:
+        print(describe_figures(a.scale if a.scale_given else None))
+        return 0
+    if a.figure not in FIGURES:
+        raise ConfigError(f"reproduce: unknown figure {a.figure!r}; one of {', '.join(FIGURES)} "
+                          "(`anchorlab reproduce --list`)")
+    out = Path(a.out) if a.out else Path("runs") / "reproduce" / f"{a.figure}-{a.scale}"
+    print(f"reproduce {a.figure} at scale {a.scale} -> {out}", flush=True)
+    res = reproduce(a.figure, a.scale, out, executor=a.executor, workers=a.workers, dry_run=a.dry_run,
+                    progress=not a.no_progress, overrides=a.set)
+    for k, v in res.items():
         print(f"{k}: {v}")
     return 0
 
@@ -199,15 +194,16 @@ def build_parser() -> argparse.ArgumentParser:
     with_config(sp)
     sp.set_defaults(fn=_cmd_config)
 
-    sp = sub.add_parser("train", help="train one model")
+    sp = sub.add_parser("train", help="train one model (any task)")
     with_config(sp)
     sp.add_argument("--out", help="run directory (default runs/<name>-<run_id>); resumes if it exists")
     sp.add_argument("--no-progress", action="store_true")
     sp.set_defaults(fn=_cmd_train)
 
-    sp = sub.add_parser("eval", help="re-evaluate a trained run: per-group accuracy, hypotheses, deviations")
+    sp = sub.add_parser("eval", help="re-evaluate a trained run: the task's metrics and tables (CSV)")
     sp.add_argument("run", help="run directory")
-    sp.add_argument("--n", type=int, default=None, help="sequences per group (default: the config's)")
+    sp.add_argument("--set", action="append", default=[], metavar="task.KEY=VALUE",
+                    help="task override for this evaluation, e.g. task.n_eval_per_group=2000")
     sp.add_argument("--out", help="where to write eval files (default: the run directory)")
     sp.set_defaults(fn=_cmd_eval)
 
@@ -216,12 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--workers", type=int, default=2, help="parallel training processes (default 2)")
     sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override the demo config for both models")
+    sp.add_argument("--no-progress", action="store_true")
     sp.set_defaults(fn=_cmd_demo)
 
     sp = sub.add_parser("sweep", help="run (or resume) a sweep: a base config x axes, results in SQLite")
     sp.add_argument("spec", help="sweep YAML or preset (e.g. fig2_cpu)")
     sp.add_argument("--out", help="sweep directory (default runs/<name>)")
-    sp.add_argument("--dry-run", action="store_true", help="list the runs and what would be done")
+    sp.add_argument("--dry-run", action="store_true", help="list the runs, each run's peak lr, and what would be done")
     sp.add_argument("--executor", default="process", choices=["process", "inprocess", "ray"])
     sp.add_argument("--workers", type=int, default=None, help="parallel runs (default: CPU count)")
     sp.add_argument("--stack", default="auto",
@@ -233,20 +230,35 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("sweep_dir")
     sp.set_defaults(fn=_cmd_report)
 
-    sp = sub.add_parser("analyze", help="analyses of trained runs (PNG + CSV)")
-    sp.add_argument("run", nargs="+", help="run directory (several for complexity-summary)")
-    sp.add_argument("analysis", help="flow, flow-scores, mask-key, mask-anchor2, tsne-ao1, cos-ao2, cos-v2, "
-                    "condensation, embedding, cov-spectrum, stable-rank, complexity-summary")
+    sp = sub.add_parser("analyze", help="analyses of trained runs (PNG + CSV); --list shows them")
+    sp.add_argument("args", nargs="*", metavar="RUN... ANALYSIS",
+                    help="run directory (several for multi-run analyses) then the analysis name")
+    sp.add_argument("--list", action="store_true", help="list the analyses and the tasks they apply to")
     sp.add_argument("--out", help="output directory (default RUN/analysis)")
-    sp.add_argument("--param", default="blocks.0.attn.W_Q.weight", help="matrix for condensation")
     sp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                    help="option of a mechanism analysis, e.g. --option n_inputs=500 (see docs/mechanism.md)")
+                    help="analysis option, YAML value, e.g. --option keys=[30,31,32] (see docs/mechanism.md)")
     sp.set_defaults(fn=_cmd_analyze)
+
+    sp = sub.add_parser("reproduce", help="reproduce a paper figure: sweep + analyses + figure + paper values")
+    sp.add_argument("figure", nargs="?", help="figure id (see --list)")
+    sp.add_argument("--list", action="store_true", help="list the figures, their runs and estimated compute")
+    sp.add_argument("--scale", default="cpu", choices=["cpu", "paper"])
+    sp.add_argument("--out", help="output directory (default runs/reproduce/<figure>-<scale>)")
+    sp.add_argument("--executor", default="process", choices=["process", "inprocess", "ray"])
+    sp.add_argument("--workers", type=int, default=None)
+    sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra override for every run of the figure's sweep (e.g. train.epochs=2)")
+    sp.add_argument("--dry-run", action="store_true", help="list the runs without training")
+    sp.add_argument("--no-progress", action="store_true")
+    sp.set_defaults(fn=_cmd_reproduce)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if args.cmd == "reproduce":
+        args.scale_given = "--scale" in argv or any(x.startswith("--scale=") for x in argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:

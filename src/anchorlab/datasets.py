@@ -66,10 +66,19 @@ def _check(path_label: str, digest: str, sha256: str | None) -> None:
                             "the file is corrupt or not the pinned version")
 
 
-def _download(url: str, timeout: float) -> bytes:
+class DownloadError(ConfigError):
+    """A data file could not be downloaded (offline, blocked, gone); the message says what to do instead."""
+
+
+def _download(url: str, timeout: float, filename: str = "") -> bytes:
     log.info("downloading %s", url)
-    with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (pinned https/file URLs)
-        return resp.read()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (pinned https/file URLs)
+            return resp.read()
+    except (OSError, ValueError) as e:  # URLError, HTTPError and timeouts are OSErrors
+        reason = getattr(e, "reason", None) or e
+        raise DownloadError(f"data file {filename or url}: could not download {url} ({reason}); put the file "
+                            "under a directory and pass task.data_dir=DIR (or set ANCHORLAB_DATA_DIR=DIR)") from None
 
 
 def fetch(url: str, sha256: str | None, cache_dir: str | Path | None = None,
@@ -111,7 +120,7 @@ def fetch(url: str, sha256: str | None, cache_dir: str | Path | None = None,
             log.warning("%s; downloading it again", e)
 
     def write(tmp: Path) -> None:
-        data = _download(url, timeout)
+        data = _download(url, timeout, filename)
         if transform is not None:
             data = transform(data)
         _check(f"{filename} (from {url})", hashlib.sha256(data).hexdigest(), sha256)

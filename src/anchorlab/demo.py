@@ -1,27 +1,27 @@
-"""The CPU demo: a large-init and a small-init model on the ``neurips`` task.
+"""The CPU demo: a large-init and a small-init model on the ``neurips`` anchor task.
 
-Both models share the config ``demo/small`` except the init rate; they train
-in two worker processes (one torch thread each) and the demo writes::
+Both models share the config ``demo/small`` except the init rate. The demo is
+a sweep (axis ``init.gamma``) on the one sweep runner, so it runs in a process
+pool (one torch thread per worker), resumes if interrupted, and its results
+land in ``DIR/results.sqlite``::
 
-    DIR/large_init/, DIR/small_init/   run directories
-    DIR/summary.json                   one object per model
-    DIR/summary.csv                    the printed table
+    DIR/runs/<run_id>/                 run directories (DIR/large_init, DIR/small_init link to them)
+    DIR/results.sqlite                 the sweep store (`anchorlab report DIR` works)
+    DIR/summary.json, summary.csv      one row per model: accuracies, top deviations, wall time
     DIR/ood_over_training.png          (4,3) accuracy under both hypotheses vs step
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from concurrent.futures import ProcessPoolExecutor
+import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from .config import ExperimentConfig, load_config
-from .eval.metrics import top_deviations
-from .io import atomic_write, write_json
+from .config import load_yaml
+from .io import atomic_write, read_json, write_json
 
 log = logging.getLogger(__name__)
 
@@ -30,64 +30,65 @@ DEMO_PRESET = "demo/small"
 DEMO_GAMMAS = {"large_init": 0.3, "small_init": 0.6}
 
 
-def demo_configs(overrides: list[str] | tuple[str, ...] = ()) -> dict[str, ExperimentConfig]:
-    return {label: load_config(DEMO_PRESET, [f"init.gamma={g}", f"name={label}", *overrides])
-            for label, g in DEMO_GAMMAS.items()}
+def demo_spec(overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """The demo as a sweep spec: ``demo/small`` + overrides, one run per gamma."""
+    return {"name": "demo", "base": load_yaml(DEMO_PRESET), "set": list(overrides),
+            "axes": {"init.gamma": list(DEMO_GAMMAS.values())}}
 
 
-def _train_one(cfg: ExperimentConfig, out: str) -> tuple[dict[str, Any], float]:
-    import torch
-
-    from .train.loop import train
-
-    torch.set_num_threads(1)
-    t0 = time.perf_counter()
-    res = train(cfg, out)
-    dev = _deviations(res)
-    return {**res.final, "top_deviations": dev}, time.perf_counter() - t0
+def _label(gamma: float) -> str:
+    return next((k for k, g in DEMO_GAMMAS.items() if g == gamma), f"gamma={gamma:g}")
 
 
-def _deviations(res) -> list[tuple[int, float]]:
-    from .eval.metrics import evaluate
+def _row(run_dir: Path) -> dict[str, Any]:
+    """One summary row of a finished demo run (re-evaluates it for the deviation histogram)."""
+    from .train import load_run
 
-    _, _, devs = evaluate(res.model, res.task, res.task.eval_sets(res.final["config"]["train"]["data_seed"]))
+    res = load_run(run_dir)
+    final = res.final
+    f = final["final"]
+    result = res.task.evaluate(res.model, res.task.eval_data(res.cfg.train.data_seed))
+    from .tasks.anchor.metrics import top_deviations
     held = [f"{a}{b}" for a, b in res.task.held_out_pairs]
-    return top_deviations(devs, held[0]) if held else []
+    dev = top_deviations(result.tables["deviations"], held[0]) if held else []
+    return {"model": _label(res.cfg.init.gamma), "gamma": res.cfg.init.gamma, "id_acc": f["id_acc"],
+            "train_acc": f["train_acc"], "ood_inferential_acc": f["ood_inferential_acc"],
+            "ood_symmetric_acc": f["ood_symmetric_acc"], "ood_other_frac": f["ood_other_frac"],
+            "top_deviations": ", ".join(f"{d:+d}: {p:.0%}" for d, p in dev),
+            "steps": final["steps"], "wall_seconds": round(final["wall_seconds"], 1), "run_dir": str(run_dir)}
 
 
-def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (),
-             workers: int = 2) -> pd.DataFrame:
-    """Train both demo models (in parallel), write the summary files, return the table."""
+def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), workers: int = 2,
+             progress: bool = False) -> pd.DataFrame:
+    """Train both demo models (in parallel, resumably), write the summary files, return the table."""
+    from .plots.training import plot_ood_over_training, save_figure
+    from .sweep.runner import run_sweep
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cfgs = demo_configs(overrides)
-    results: dict[str, tuple[dict[str, Any], float]] = {}
-    if workers > 1:
-        import multiprocessing as mp
 
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
-            futs = {k: ex.submit(_train_one, c, str(out / k)) for k, c in cfgs.items()}
-            results = {k: f.result() for k, f in futs.items()}
-    else:
-        results = {k: _train_one(c, str(out / k)) for k, c in cfgs.items()}
+    def done(run, status: str) -> None:
+        if progress:
+            print(f"  {_label(run.values['init.gamma'])} (gamma={run.values['init.gamma']}): {status}", flush=True)
 
-    rows = []
-    for label, (final, wall) in results.items():
-        f = final["final"]
-        rows.append({
-            "model": label, "gamma": cfgs[label].init.gamma, "id_acc": f["id_acc"],
-            "train_acc": f["train_acc"],
-            "ood_inferential_acc": f["ood_inferential_acc"], "ood_symmetric_acc": f["ood_symmetric_acc"],
-            "ood_other_frac": f["ood_other_frac"],
-            "top_deviations": ", ".join(f"{d:+d}: {p:.0%}" for d, p in final["top_deviations"]),
-            "steps": final["steps"], "wall_seconds": round(wall, 1),
-        })
+    df = run_sweep(demo_spec(overrides), out, executor="process" if workers > 1 else "inprocess",
+                   max_workers=workers if workers > 1 else None, on_result=done)
+    runs = df.drop_duplicates("run_id").sort_values("init.gamma")
+    failed = runs[~runs.status.isin(["finished", "stopped_early"])]
+    if len(failed):
+        raise RuntimeError(f"demo runs did not finish: {failed[['run_id', 'status', 'error']].to_dict('records')}")
+    rows = [_row(out / "runs" / rid) for rid in runs.run_id]
+    for r in rows:  # friendly names next to the run-id directories
+        link = out / r["model"]
+        if not link.exists() and not link.is_symlink():
+            try:
+                os.symlink(Path("runs") / Path(r["run_dir"]).name, link)
+            except OSError:
+                pass
     table = pd.DataFrame(rows)
     write_json(out / "summary.json", rows)
     atomic_write(out / "summary.csv", lambda p: table.to_csv(p, index=False))
-    from .plots.training import plot_ood_over_training, save_figure
-
-    hist = {k: pd.DataFrame(v[0]["history"]) for k, v in results.items()}
-    save_figure(plot_ood_over_training(hist, {k: c.init.gamma for k, c in cfgs.items()}),
+    hist = {r["model"]: pd.DataFrame(read_json(Path(r["run_dir"]) / "final.json")["history"]) for r in rows}
+    save_figure(plot_ood_over_training(hist, {r["model"]: r["gamma"] for r in rows}),
                 out / "ood_over_training", formats=("png",))
     return table

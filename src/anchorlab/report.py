@@ -1,13 +1,14 @@
 """``anchorlab report SWEEP_DIR``: figures and tables of a sweep as one HTML page.
 
 Reads ``SWEEP_DIR/results.sqlite`` and ``sweep.yaml``, aggregates with the
-spec's ``aggregate`` options (NeurIPS rule by default), classifies phases, and
-draws every figure the sweep's axes allow:
+spec's ``aggregate`` options (NeurIPS rule by default) and draws every figure
+the sweep's task and axes allow. For every task: the task's headline metrics
+against each axis (other axes as lines) and each run's training curve (first
+``max_curves`` runs). For the anchor task, phases are classified and:
 
 * ``init.gamma`` x ``model.n_layers``  -> NeurIPS Fig. 2 (symmetric / inferential heatmaps)
-* ``init.gamma`` x ``optim.weight_decay`` -> journal Fig. 3B (OOD heatmap, phases marked)
+* ``init.gamma`` x ``optim.weight_decay`` -> journal Fig. 3B (OOD heatmap, phases marked) and Fig. 5C
 * ``init.gamma`` (per value of any other axis) -> journal Fig. 3A (ID/OOD vs gamma, phase bands)
-* each run's training curve (first ``max_curves`` runs)
 """
 
 from __future__ import annotations
@@ -25,9 +26,22 @@ from .io import atomic_write, write_text
 log = logging.getLogger(__name__)
 
 
+def sweep_task(sweep_dir: str | Path) -> str:
+    """The task name of a sweep's runs (from the stored configs)."""
+    import json
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{Path(sweep_dir) / 'results.sqlite'}?mode=ro", uri=True)
+    try:
+        row = con.execute("SELECT config FROM runs LIMIT 1").fetchone()
+    finally:
+        con.close()
+    return (json.loads(row[0]).get("task") or {}).get("name", "anchor") if row else "anchor"
+
+
 def load_sweep_results(sweep_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """(long metric table incl. history, phase-diagram cell table, spec dict)."""
-    from .sweep.aggregate import AggregateOptions, phase_diagram
+    """(long metric table incl. history, cell table, spec dict); anchor sweeps' cells carry phases."""
+    from .sweep.aggregate import AggregateOptions, aggregate, phase_diagram
     from .sweep.store import ResultStore
 
     d = Path(sweep_dir)
@@ -43,7 +57,11 @@ def load_sweep_results(sweep_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFram
         df = store.to_dataframe(kinds=("final", "best", "history"))
     opts = AggregateOptions.from_dict(spec.get("aggregate"))
     fb = df[df.kind.isin(["final", "best"])]
-    cells = phase_diagram(fb, opts, axes=[a for a in axes if a in df.columns])
+    present = [a for a in axes if a in df.columns]
+    if sweep_task(d) == "anchor":
+        cells = phase_diagram(fb, opts, axes=present)
+    else:
+        cells = aggregate(fb, opts, axes=present)
     return df, cells, spec
 
 
@@ -71,22 +89,36 @@ def _img(path: Path, root: Path) -> str:
 
 def make_report(sweep_dir: str | Path, max_curves: int = 8) -> Path:
     """Write ``SWEEP_DIR/report/index.html`` (+ PNG/PDF figures and CSV tables); return its path."""
-    from .plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma, plot_run_history, save
-    from .sweep.aggregate import history_table
+    from .plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma, save
+    from .plots.sweep import plot_metric_vs_axis
+    from .tasks.base import task_class
 
     d = Path(sweep_dir)
     out = d / "report"
     out.mkdir(parents=True, exist_ok=True)
     df, cells, spec = load_sweep_results(d)
     axes = cells.attrs.get("axes", [])
+    task_name = sweep_task(d)
+    headline = [m for m in task_class(task_name).headline if m in cells.columns]
     parts = [f"<h1>Sweep {html.escape(str(spec.get('name', d.name)))}</h1>",
-             f"<p>{df.run_id.nunique()} runs; axes: {html.escape(', '.join(axes) or '(none)')}; "
+             f"<p>task: {html.escape(task_name)}; {df.run_id.nunique()} runs; axes: "
+             f"{html.escape(', '.join(axes) or '(none)')}; "
              f"aggregation: {html.escape(str(spec.get('aggregate') or 'default (best over training, best lr per seed, mean over seeds)'))}</p>"]
     status = df.drop_duplicates("run_id").status.value_counts().to_dict() if "status" in df else {}
     parts.append(f"<p>status: {html.escape(str(status))}</p>")
     atomic_write(out / "cells.csv", lambda p: cells.to_csv(p, index=False))
 
     figs: list[Path] = []
+    numeric = [a for a in axes if pd.api.types.is_numeric_dtype(cells[a])]
+    for x in numeric:
+        others = [a for a in axes if a != x]
+        hue = others[0] if len(others) == 1 else None
+        if headline and (len(others) <= 1):
+            fig = plot_metric_vs_axis(cells, x, headline, hue=hue, title=f"{task_name}: headline metrics vs {x}")
+            figs += save(fig, out / f"metrics_vs_{x.replace('.', '_')}", formats=("png",))[:1]
+    if task_name != "anchor":
+        figs += _curves(df, out, max_curves)
+        return _page(out, parts, figs, cells)
     if "init.gamma" in axes and "model.n_layers" in axes and len(axes) == 2:
         figs += save(plot_neurips_fig2(cells), out / "fig2")[:1]
     if "init.gamma" in axes and "optim.weight_decay" in axes and len(axes) == 2:
@@ -98,13 +130,27 @@ def make_report(sweep_dir: str | Path, max_curves: int = 8) -> Path:
         for key, sub in groups:
             tag = "_".join(f"{a}={v}" for a, v in zip(others, key if isinstance(key, tuple) else (key,)))
             figs += save(plot_phase_vs_gamma(sub), out / f"fig3a{('_' + tag) if tag else ''}")[:1]
-    for rid in list(df.run_id.drop_duplicates())[:max_curves]:
+    figs += _curves(df, out, max_curves)
+    return _page(out, parts, figs, cells)
+
+
+def _curves(df: pd.DataFrame, out: Path, max_curves: int) -> list[Path]:
+    from .plots.phase import plot_run_history, save
+    from .sweep.aggregate import history_table
+
+    figs: list[Path] = []
+    for rid in list(df[df.kind == "history"].run_id.drop_duplicates())[:max_curves]:
         h = history_table(df, rid)
         if len(h):
             figs += save(plot_run_history(h), out / f"curve_{rid}", formats=("png",))[:1]
-    parts += [_img(f, out) for f in figs]
+    return figs
+
+
+def _page(out: Path, parts: list[str], figs: list[Path], cells: pd.DataFrame) -> Path:
+    parts = list(parts) + [_img(f, out) for f in figs]
     cols = [c for c in cells.columns if "/" not in c]
-    parts.append("<h2>Cells (phase diagram table)</h2>" + cells[cols].to_html(index=False, float_format="%.3f"))
+    title = "Cells (phase diagram table)" if "phase" in cells.columns else "Cells (mean over seeds)"
+    parts.append(f"<h2>{title}</h2>" + cells[cols].to_html(index=False, float_format="%.3f"))
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>anchorlab report</title>"
             "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;"
             "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}</style></head><body>"

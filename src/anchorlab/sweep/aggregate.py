@@ -30,7 +30,7 @@ from ..config import ConfigError
 from ..eval.phases import PhaseThresholds, classify_phases
 
 AXIS_PREFIXES = ("task.", "model.", "init.", "optim.", "train.")
-DONE_OK = ("finished",)
+DONE_OK = ("finished", "stopped_early")
 FAILED = ("failed", "diverged")
 
 

@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 import yaml
 
-from ..config import ConfigError, ExperimentConfig, apply_overrides, experiment_from_dict, load_yaml
+from ..config import ConfigError, ExperimentConfig, apply_overrides, experiment_from_dict, load_yaml, set_dotted
 from .aggregate import AggregateOptions
 
 log = logging.getLogger(__name__)
@@ -110,6 +110,24 @@ class SweepSpec:
             d["zip"] = zips
         d["aggregate"] = self.aggregate.to_dict()
         return d
+
+
+SWEEP_DIR = Path(__file__).resolve().parent.parent / "sweeps"
+
+
+def sweep_preset_names() -> list[str]:
+    return sorted(q.stem for q in SWEEP_DIR.glob("*.yaml"))
+
+
+def resolve_sweep(spec: str | Path) -> Path:
+    """A sweep YAML path or a bundled sweep preset name (e.g. ``fig2_cpu``)."""
+    p = Path(spec)
+    if p.is_file():
+        return p
+    cand = SWEEP_DIR / (str(spec) if str(spec).endswith(".yaml") else f"{spec}.yaml")
+    if cand.is_file():
+        return cand
+    raise ConfigError(f"sweep spec {str(spec)!r}: no such file or preset; presets: {', '.join(sweep_preset_names())}")
 
 
 # ------------------------------------------------------------------ parsing
@@ -191,18 +209,6 @@ def load_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path") -> SweepSpec:
 
 
 # ------------------------------------------------------------------ expansion
-def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    """``data['init']['gamma'] = value`` for ``key='init.gamma'`` (creating sections)."""
-    parts = key.split(".")
-    node = data
-    for i, part in enumerate(parts[:-1]):
-        nxt = node.setdefault(part, {})
-        if not isinstance(nxt, dict):
-            raise ConfigError(f"{key}: {'.'.join(parts[:i + 1])!r} is a value, not a section")
-        node = nxt
-    node[parts[-1]] = copy.deepcopy(value)
-
-
 def get_dotted(cfg: Any, key: str) -> Any:
     """Read ``key`` back from a config (dataclass attributes, then dict entries)."""
     node = cfg
@@ -245,5 +251,5 @@ def expand(spec: "SweepSpec | Mapping[str, Any] | str | Path") -> list[RunSpec]:
 
 
 def runs_frame(runs: Sequence[RunSpec]) -> pd.DataFrame:
-    """Runs -> DataFrame with ``run_id`` and one column per axis key."""
-    return pd.DataFrame([{"run_id": r.run_id, **r.values} for r in runs])
+    """Runs -> DataFrame with ``run_id``, one column per axis key, and each run's peak learning rate."""
+    return pd.DataFrame([{"run_id": r.run_id, **r.values, "peak_lr": r.config.optim.peak_lr} for r in runs])

@@ -8,13 +8,14 @@ Layout of ``out_dir``::
 
 Resume semantics, per run (the store's status at start):
 
-    finished, diverged  skipped (training is deterministic: a re-run would diverge again)
+    finished, stopped_early, diverged
+                        skipped (training is deterministic: a re-run would diverge again)
     failed              re-run if ``retry_failed`` (default), else skipped
     running             the previous driver died mid-run: reset to pending and re-run
     pending / new       run
 
 Before a run is submitted, a ``runs/<run_id>/final.json`` of the same run id
-with status finished/diverged (a run that completed after its driver died) is
+with a completed status (a run that completed after its driver died) is
 recorded without running it again. A run function resumes from its own
 checkpoint in ``runs/<run_id>/``, so an interrupted run loses little work.
 """
@@ -43,7 +44,8 @@ from .store import ResultStore
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RUN_FN = "anchorlab.train.loop:run_experiment"
+DEFAULT_RUN_FN = "anchorlab.train:run"
+COMPLETED = ("finished", "stopped_early", "diverged")
 RunFn = Callable[[ExperimentConfig, "str | Path"], Mapping[str, Any]]
 MAX_ERROR_CHARS = 8000
 
@@ -84,13 +86,13 @@ def execute_run(run_fn: "str | RunFn", cfg: ExperimentConfig, run_dir: str) -> d
 
 
 def execute_stack(cfgs: list[ExperimentConfig], run_dirs: list[str]) -> list[dict[str, Any]]:
-    """Worker side: train ``cfgs`` as one stack (:func:`anchorlab.train.ensemble.train_stack`).
+    """Worker side: train ``cfgs`` as one stack (:func:`anchorlab.train.stacked.train_stack`).
 
     A failure of the stack is recorded as every member's failure.
     """
     t0 = time.perf_counter()
     try:
-        from ..train.ensemble import train_stack
+        from ..train.stacked import train_stack
 
         results = [dict(r) for r in train_stack(cfgs, [Path(d) for d in run_dirs])]
         for r in results:
@@ -106,14 +108,14 @@ def plan_jobs(todo: list[RunSpec], stack: "str | int", workers: int, run_fn: Any
     """Group runs into jobs: one run each, or stacks of same-shape runs.
 
     ``stack``: ``"never"``; ``"auto"`` (stack where
-    :func:`anchorlab.train.ensemble.should_stack` expects a speed-up, split
+    :func:`anchorlab.train.stacked.should_stack` expects a speed-up, split
     into at most ``workers`` stacks per shape on CPU so process parallelism is
     kept, at most 32 models per stack on CUDA); or an int, the largest stack.
     Only the default run function can be stacked.
     """
     if stack == "never" or run_fn not in (None, DEFAULT_RUN_FN) or len(todo) < 2:
         return [[r] for r in todo]
-    from ..train.ensemble import SHARED_TRAIN_FIELDS, should_stack
+    from ..train.stacked import SHARED_TRAIN_FIELDS, should_stack
 
     groups: dict[str, list[RunSpec]] = {}
     for r in todo:
@@ -151,11 +153,12 @@ def outcome(result: Mapping[str, Any]) -> tuple[str, str | None]:
     status = result.get("status", "finished")
     if status == "failed":
         return "failed", str(result.get("error") or "failed")
-    if status not in ("finished", "diverged"):
-        return "failed", f"run function returned status {status!r}, expected 'finished' or 'diverged'"
+    if status not in COMPLETED:
+        return "failed", (f"run function returned status {status!r}, expected one of "
+                          f"{', '.join(repr(s) for s in COMPLETED)}")
     final = {k: v for k, v in (result.get("final") or {}).items()
              if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    if status == "finished" and final:
+    if status in ("finished", "stopped_early") and final:
         bad_loss = [k for k, v in final.items() if k.endswith("loss") and not math.isfinite(v)]
         if bad_loss:
             return "diverged", f"non-finite final {', '.join(sorted(bad_loss))}"
@@ -180,7 +183,7 @@ def _adoptable(run_dir: Path, run_id: str) -> dict[str, Any] | None:
         res = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if isinstance(res, dict) and res.get("run_id") == run_id and res.get("status") in ("finished", "diverged"):
+    if isinstance(res, dict) and res.get("run_id") == run_id and res.get("status") in COMPLETED:
         return res
     return None
 
@@ -210,7 +213,7 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
     ``executor``: ``'process'`` (local pool, one torch thread per worker),
     ``'inprocess'``, ``'ray'``, or an executor object (not shut down here).
     ``run_fn(cfg, run_dir) -> result dict`` defaults to
-    ``anchorlab.train.loop:run_experiment``; it must be picklable (module level)
+    ``anchorlab.train:run``; it must be picklable (module level)
     for process and Ray executors. ``on_result(run, status)`` is called after
     each run is recorded (progress bars). ``stack`` ("auto", "never" or a
     maximum stack size) trains same-shape runs as stacks (see :func:`plan_jobs`).
@@ -235,7 +238,7 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
         todo: list[RunSpec] = []
         for r in runs:
             st = store.status(r.run_id)
-            if st in ("finished", "diverged") or (st == "failed" and not retry_failed):
+            if st in COMPLETED or (st == "failed" and not retry_failed):
                 continue
             adopted = _adoptable(dir_of(r.run_id), r.run_id)
             if adopted is not None:
@@ -334,7 +337,8 @@ def plan_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str 
         finally:
             con.close()
     df["status"] = [statuses.get(i, "new") for i in df.run_id]
-    act = {"new": "run", "pending": "run", "running": "resume", "finished": "skip", "diverged": "skip",
+    act = {"new": "run", "pending": "run", "running": "resume", "finished": "skip", "stopped_early": "skip",
+           "diverged": "skip",
            "failed": "retry" if retry_failed else "skip"}
     df["action"] = df.status.map(act)
     df.attrs["axes"] = list(spec.axis_keys)

@@ -2,7 +2,7 @@
 
 Schema::
 
-    runs     run_id TEXT PRIMARY KEY, sweep, status (pending|running|finished|failed|diverged),
+    runs     run_id TEXT PRIMARY KEY, sweep, status (pending|running|finished|stopped_early|failed|diverged),
              config (JSON), versions (JSON), started, finished (ISO-8601 UTC), wall_seconds,
              error (text), run_dir, checkpoint (paths relative to the store's folder),
              attempts (how many times the run was submitted),
@@ -34,17 +34,16 @@ from .grid import RunSpec
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "1"
-STATUSES = ("pending", "running", "finished", "failed", "diverged")
+SCHEMA_VERSION = "2"   # 2: status 'stopped_early' (early stopping); version-1 stores are migrated on open
+STATUSES = ("pending", "running", "finished", "stopped_early", "failed", "diverged")
 KINDS = ("history", "final", "best")
 RUN_COLUMNS = ("run_id", "sweep", "status", "config", "versions", "started", "finished", "wall_seconds",
                "error", "run_dir", "checkpoint", "attempts")
 TIMING_COLUMNS = ("started", "finished", "wall_seconds")
 NOT_METRICS = ("step",)
 
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS runs (
+_RUNS_TABLE = f"""
+CREATE TABLE IF NOT EXISTS {{name}} (
     run_id TEXT PRIMARY KEY,
     sweep TEXT NOT NULL,
     status TEXT NOT NULL CHECK (status IN ({", ".join(repr(s) for s in STATUSES)})),
@@ -57,7 +56,8 @@ CREATE TABLE IF NOT EXISTS runs (
     run_dir TEXT,
     checkpoint TEXT,
     attempts INTEGER NOT NULL DEFAULT 0
-);
+)"""
+_SCHEMA = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);\n" + _RUNS_TABLE.format(name="runs") + f""";
 CREATE TABLE IF NOT EXISTS metrics (
     run_id TEXT NOT NULL REFERENCES runs(run_id),
     step INTEGER NOT NULL,
@@ -130,10 +130,37 @@ class ResultStore:
                 if stmt.strip():
                     self.con.execute(stmt)
             self.con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+        self._migrate()
+        with self._tx():
             have = self._columns()
             for a in axes:
                 if a not in have:
                     self.con.execute(f"ALTER TABLE runs ADD COLUMN {_q(a)}")
+
+    def _migrate(self) -> None:
+        """Bring an older store to this schema (version 1 lacked the status 'stopped_early')."""
+        version = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
+        if version != "1":
+            raise ConfigError(f"{self.path}: results store schema {version!r} is newer than this anchorlab "
+                              f"({SCHEMA_VERSION!r}); upgrade anchorlab")
+        cols = self._columns()
+        self.con.execute("PRAGMA foreign_keys=OFF")
+        try:
+            with self._tx():
+                self.con.execute(_RUNS_TABLE.format(name="runs_v2"))
+                for c in cols:
+                    if c not in RUN_COLUMNS:
+                        self.con.execute(f"ALTER TABLE runs_v2 ADD COLUMN {_q(c)}")
+                names = ", ".join(_q(c) for c in cols)
+                self.con.execute(f"INSERT INTO runs_v2 ({names}) SELECT {names} FROM runs")
+                self.con.execute("DROP TABLE runs")
+                self.con.execute("ALTER TABLE runs_v2 RENAME TO runs")
+                self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,))
+        finally:
+            self.con.execute("PRAGMA foreign_keys=ON")
+        log.info("migrated %s to results-store schema %s", self.path, SCHEMA_VERSION)
 
     # ---- plumbing
     def _tx(self) -> "_Transaction":

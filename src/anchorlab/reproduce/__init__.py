@@ -1,0 +1,13 @@
+"""``anchorlab reproduce``: every paper figure with data behind it, at CPU and at paper scale.
+
+:data:`FIGURES` maps a figure id (``neurips-fig2``, ``journal-fig7b``, ...) to
+its sweeps, maker and the paper's claims (:mod:`.registry`); :func:`reproduce`
+runs one (:mod:`.runner`); :func:`describe_figures` lists them with their runs
+and estimated compute. Figure modules: ``figures_*.py``.
+"""
+
+from . import figures_mechanism, figures_phase, figures_prediction, figures_realtasks  # noqa: F401  (register)
+from .registry import FIGURES, Claim, Figure, register
+from .runner import describe_figures, figure_spec, reproduce
+
+__all__ = ["FIGURES", "Claim", "Figure", "register", "describe_figures", "figure_spec", "reproduce"]

@@ -1,0 +1,167 @@
+"""Phase-diagram figures of the anchor task: NeurIPS Fig. 2, journal Figs. 3, 5C and 10."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from .registry import Claim, Figure, Made, register, value
+
+
+def _cells(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from ..report import load_sweep_results
+
+    df, cells, _ = load_sweep_results(sweep_dir)
+    return df, cells
+
+
+def _save(fig, path: Path) -> Path:
+    from ..plots.phase import save
+
+    return save(fig, path)[0]
+
+
+# ------------------------------------------------------------------ NeurIPS Fig. 2
+def make_fig2(sweep_dir: Path, out: Path, scale: str) -> Made:
+    from ..plots.phase import plot_neurips_fig2
+
+    _, cells = _cells(sweep_dir)
+    return {"cells": cells}, {"fig2.png": _save(plot_neurips_fig2(cells), out / "fig2")}
+
+
+def _deep(t: pd.DataFrame) -> pd.Series:
+    return t["model.n_layers"] >= 2
+
+
+register(Figure(
+    id="neurips-fig2", paper="NeurIPS 2024", number="Fig. 2",
+    shows="phase diagram of the held-out pair (4,3): symmetric and inferential accuracy vs init rate x depth",
+    sweeps={"cpu": "fig2_cpu", "paper": "fig2_paper"},
+    make=make_fig2,
+    claims=(
+        Claim("large init (smallest gamma), depth >= 2: (4,3) follows the symmetric mapping x-6", "~100% (yellow zone)",
+              lambda t: value(t["cells"], "ood_symmetric_acc",
+                              lambda c: _deep(c) & (c["init.gamma"] == c["init.gamma"].min()))),
+        Claim("small init (largest gamma), depth >= 2: (4,3) follows the inferential mapping x-10", "~100%",
+              lambda t: value(t["cells"], "ood_inferential_acc",
+                              lambda c: _deep(c) & (c["init.gamma"] == c["init.gamma"].max()))),
+        Claim("fraction of cells whose seen-pair test accuracy is below 90% (shaded)", "some, at large init and depth",
+              lambda t: float((t["cells"]["id_acc"] < 0.9).mean())),
+    ),
+    notes="CPU scale: width 128, 100k sequences, 8 epochs, one lr and seed (the paper: width 400, 900k, "
+          "210 epochs, best of 9 lrs, mean of 3 seeds); same gamma = larger init at smaller width."))
+
+
+# ------------------------------------------------------------------ journal Fig. 3
+def make_fig3(sweep_dir: Path, out: Path, scale: str) -> Made:
+    from ..plots.phase import plot_ood_heatmap, plot_phase_vs_gamma
+
+    _, cells = _cells(sweep_dir)
+    files = {"fig3b.png": _save(plot_ood_heatmap(cells), out / "fig3b")}
+    wds = sorted(cells["optim.weight_decay"].unique())
+    row = 0.01 if 0.01 in wds else wds[0]
+    files["fig3a.png"] = _save(plot_phase_vs_gamma(cells[cells["optim.weight_decay"] == row]), out / "fig3a")
+    return {"cells": cells}, files
+
+
+def _corner(t: pd.DataFrame, gamma: str, wd: str) -> pd.Series:
+    g, w = t["init.gamma"], t["optim.weight_decay"]
+    return (g == (g.max() if gamma == "max" else g.min())) & (w == (w.max() if wd == "max" else w.min()))
+
+
+def _phase_at(t: pd.DataFrame, gamma: str, wd: str) -> str:
+    p = t[_corner(t, gamma, wd)]["phase"]
+    return str(p.iloc[0]) if len(p) else "n/a"
+
+
+register(Figure(
+    id="journal-fig3", paper="journal", number="Fig. 3",
+    shows="GPT-2-style model: ID/OOD accuracy vs init rate (A) and OOD accuracy over init rate x weight decay (B)",
+    sweeps={"cpu": "fig3_cpu", "paper": "fig3_paper"},
+    make=make_fig3,
+    claims=(
+        Claim("smallest init and largest weight decay: phase 3 (good ID and OOD)", "phase 3",
+              lambda t: _phase_at(t["cells"], "max", "max")),
+        Claim("largest init and smallest weight decay: phase 1 or 2 (poor OOD)", "phase 1/2",
+              lambda t: _phase_at(t["cells"], "min", "min")),
+        Claim("OOD accuracy, smallest init + largest wd", "high",
+              lambda t: value(t["cells"], "ood_acc", lambda c: _corner(c, "max", "max"))),
+        Claim("OOD accuracy, largest init + smallest wd", "low",
+              lambda t: value(t["cells"], "ood_acc", lambda c: _corner(c, "min", "min"))),
+    ),
+    notes="CPU scale: 2 layers, 4 heads, width 128, 100k sequences, 8 epochs, one seed "
+          "(the paper: 10 layers, 10 heads, width 640, 900k, 210 epochs, 3 seeds)."))
+
+
+# ------------------------------------------------------------------ journal Fig. 5C
+def make_fig5c(sweep_dir: Path, out: Path, scale: str) -> Made:
+    from ..analysis.registry import sweep_stable_ranks
+    from ..plots.complexity import plot_stable_rank_bubbles
+
+    df, cells = _cells(sweep_dir)
+    keys = ["init.gamma", "optim.weight_decay"]
+    sr = sweep_stable_ranks(sweep_dir)
+    runs = df.drop_duplicates("run_id")[["run_id", *keys]].merge(sr, on="run_id")
+    per_cell = runs.groupby(keys, as_index=False).stable_rank.mean()
+    table = cells[[*keys, "phase"]].merge(per_cell, on=keys)
+    return {"fig5c": table}, {"fig5c.png": _save(plot_stable_rank_bubbles(table), out / "fig5c")}
+
+
+def _phase_rank_corr(t: pd.DataFrame) -> float:
+    num = pd.to_numeric(t["phase"].astype(str).str[0], errors="coerce")
+    ok = num.notna() & t["stable_rank"].notna()
+    if ok.sum() < 3 or num[ok].nunique() < 2:
+        return math.nan
+    return float(pd.Series(num[ok]).corr(t["stable_rank"][ok], method="spearman"))
+
+
+register(Figure(
+    id="journal-fig5c", paper="journal", number="Fig. 5C",
+    shows="stable rank of the first-layer query weights (colour) over init rate x weight decay, phase as size",
+    sweeps={"cpu": "fig3_cpu", "paper": "fig3_paper"},
+    make=make_fig5c,
+    claims=(Claim("stable rank falls as the phase index rises (Spearman of phase vs stable rank)", "negative",
+                  lambda t: _phase_rank_corr(t["fig5c"])),),
+    notes="Shares its sweep with journal-fig3 (same runs; reproduce both into one --out to train once)."))
+
+
+# ------------------------------------------------------------------ journal Fig. 10
+def make_fig10(sweep_dir: Path, out: Path, scale: str) -> Made:
+    from ..analysis.condensation import condensation_order, condensation_scores, cosine_matrix
+    from ..plots.sweep import plot_matrix_grid
+    from ..train import load_run
+    from .registry import finals
+
+    rows, mats = [], {}
+    for f in finals(sweep_dir):
+        c = f["config"]
+        W = load_run(f["run_dir"]).model.blocks[0].attn.W_Q.weight.detach()
+        C = cosine_matrix(W)
+        o = condensation_order(C)
+        key = (c["init"]["gamma"], c["optim"]["weight_decay"])
+        mats.setdefault(key, C[o][:, o].numpy())  # the first seed of each cell is drawn
+        rows.append({"init.gamma": key[0], "optim.weight_decay": key[1], "seed": c["train"]["init_seed"],
+                     **condensation_scores(W)})
+    table = pd.DataFrame(rows)
+    fig = plot_matrix_grid(mats, row_label="init.gamma", col_label="optim.weight_decay",
+                           title="cosine of W_Q(1) rows (reordered), per init rate x weight decay")
+    return {"condensation": table}, {"fig10.png": _save(fig, out / "fig10")}
+
+
+def _condensation_trend(t: pd.DataFrame) -> float:
+    if t.empty or t["init.gamma"].nunique() < 2:
+        return math.nan
+    return float(t["init.gamma"].corr(t["mean_abs_cos"], method="spearman"))
+
+
+register(Figure(
+    id="journal-fig10", paper="journal", number="Fig. 10 (App. C)",
+    shows="condensation of the first-layer query weights across init rates and weight decays",
+    sweeps={"cpu": "fig3_cpu", "paper": "fig3_paper"},
+    make=make_fig10,
+    claims=(Claim("condensation grows with the init rate (Spearman of gamma vs mean |cos| of W_Q(1) rows)",
+                  "positive", lambda t: _condensation_trend(t["condensation"])),),
+    notes="Shares its sweep with journal-fig3."))
+

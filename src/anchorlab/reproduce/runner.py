@@ -1,0 +1,137 @@
+"""``anchorlab reproduce``: one paper figure, end to end, resumably.
+
+``reproduce(fig, scale, out)`` runs the figure's sweep for the scale into
+``out/sweep`` (the one sweep runner: process pool / Ray, stacking, resume,
+``results.sqlite``), calls the figure's maker, and writes into ``out``::
+
+    <figure files>            the figure (PNG/PDF) and its tables (CSV)
+    paper_vs_ours.csv         each claim of the paper: its value beside ours
+    README.md                 what was run, at which scale, and the claims table
+
+Re-running the same command skips finished runs and resumes interrupted ones.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..config import ConfigError
+from ..datasets import DownloadError
+from ..io import atomic_write, write_text
+from .estimate import CPU_FLOPS, GPU_FLOPS, sweep_compute
+from .registry import FIGURES, Figure
+
+log = logging.getLogger(__name__)
+SCALES = ("cpu", "paper")
+
+
+def figure_spec(fig: Figure, scale: str, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """The sweep spec of a figure at a scale, as a mapping (with extra ``set`` overrides appended)."""
+    import yaml
+
+    from ..sweep.grid import resolve_sweep
+
+    if scale not in fig.sweeps:
+        raise ConfigError(f"--scale: figure {fig.id} has scales {', '.join(fig.sweeps)}, got {scale!r}")
+    src = fig.sweeps[scale]
+    spec = dict(src) if isinstance(src, dict) else yaml.safe_load(resolve_sweep(src).read_text())
+    spec["set"] = list(spec.get("set") or []) + list(overrides)
+    return spec
+
+
+def describe_figures(scale: str | None = None, workers: int = 2) -> str:
+    """A table of every figure: what it shows, its runs and estimated compute per scale."""
+    from ..sweep.grid import expand
+
+    lines = [f"{len(FIGURES)} figures. Compute is nominal: CPU at {CPU_FLOPS:.0e} FLOP/s per worker "
+             f"({workers} workers), GPU at an assumed {GPU_FLOPS:.0e} FLOP/s (see anchorlab.reproduce.estimate).", ""]
+    import re
+
+    def order(fig: Figure) -> tuple:
+        n = re.findall(r"\d+", fig.number)
+        return (fig.paper != "NeurIPS 2024", int(n[0]) if n else 0, fig.number)
+
+    for fig in sorted(FIGURES.values(), key=order):
+        fid = fig.id
+        lines.append(f"{fid:18s} {fig.paper} {fig.number}: {fig.shows}")
+        for sc in (SCALES if scale is None else (scale,)):
+            if sc not in fig.sweeps:
+                continue
+            try:
+                cfgs = [r.config for r in expand(figure_spec(fig, sc))]
+                c = sweep_compute(cfgs, workers)
+                unk = f", {c['unknown']} of unknown size" if c["unknown"] else ""
+                cost = (f"~{c['pflop']:.3g} PFLOP, ~{c['cpu_hours']:.3g} h on this CPU, ~{c['gpu_hours']:.3g} h "
+                        f"on one GPU{unk}")
+                lines.append(f"{'':18s}   {sc:5s} {c['runs']:5d} runs  {cost}")
+            except DownloadError:
+                lines.append(f"{'':18s}   {sc:5s} (needs the dataset files here: task.data_dir or ANCHORLAB_DATA_DIR)")
+            except ConfigError as e:
+                lines.append(f"{'':18s}   {sc:5s} (cannot expand here: {e})")
+        if fig.notes:
+            lines.append(f"{'':18s}   note: {fig.notes}")
+    return "\n".join(lines)
+
+
+def claims_table(fig: Figure, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    rows = []
+    for c in fig.claims:
+        try:
+            ours = c.ours(tables)
+        except (KeyError, ValueError, IndexError, ConfigError) as e:
+            log.warning("claim %r: cannot compute ours (%s)", c.text, e)
+            ours = float("nan")
+        rows.append({"claim": c.text, "paper": c.paper, "ours": ours})
+    return pd.DataFrame(rows, columns=["claim", "paper", "ours"])
+
+
+def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "process", workers: int | None = None,
+              dry_run: bool = False, progress: bool = False, overrides: list[str] | tuple[str, ...] = ()
+              ) -> dict[str, Path]:
+    """Run figure ``figure`` at ``scale`` into ``out``; return the files written (see the module docstring)."""
+    from ..sweep.runner import plan_sweep, run_sweep
+
+    if figure not in FIGURES:
+        raise ConfigError(f"figure: must be one of {', '.join(FIGURES)}, got {figure!r}")
+    if scale not in SCALES:
+        raise ConfigError(f"scale: must be one of {', '.join(SCALES)}, got {scale!r}")
+    fig = FIGURES[figure]
+    out = Path(out)
+    spec = figure_spec(fig, scale, overrides)
+    sweep_dir = out / "sweep"
+    if dry_run:
+        plan = plan_sweep(spec, sweep_dir)
+        print(plan.to_string(index=False))
+        return {}
+    out.mkdir(parents=True, exist_ok=True)
+
+    def done(run, status: str) -> None:
+        if progress:
+            print(f"  run {run.run_id} {run.values}: {status}", flush=True)
+
+    df = run_sweep(spec, sweep_dir, executor=executor, max_workers=workers, on_result=done)
+    bad = df.drop_duplicates("run_id")
+    bad = bad[bad.status.isin(["failed"])]
+    if len(bad):
+        log.warning("%d run(s) failed; the figure uses the others: %s", len(bad), list(bad.run_id))
+    tables, files = fig.make(sweep_dir, out, scale)
+    for name, t in tables.items():
+        files.setdefault(f"{name}.csv", atomic_write(out / f"{name}.csv", lambda p, t=t: t.to_csv(p, index=False)))
+    claims = claims_table(fig, tables)
+    files["paper_vs_ours.csv"] = atomic_write(out / "paper_vs_ours.csv", lambda p: claims.to_csv(p, index=False))
+    readme = [f"# {fig.paper} {fig.number} ({fig.id}) at scale `{scale}`", "", fig.shows, "",
+              f"Sweep: {spec.get('name')} ({df.run_id.nunique()} runs) in `sweep/`; "
+              f"`anchorlab report {sweep_dir}` draws the sweep's generic report.", ""]
+    if fig.notes:
+        readme += [f"Note: {fig.notes}", ""]
+    readme += ["| claim | paper | ours |", "|---|---|---|"]
+    for r in claims.itertuples():
+        ours = f"{r.ours:.3g}" if isinstance(r.ours, float) else str(r.ours)
+        readme.append(f"| {r.claim} | {r.paper} | {ours} |")
+    readme += ["", "Files: " + ", ".join(sorted(str(Path(p).relative_to(out)) for p in files.values()))]
+    files["README.md"] = write_text(out / "README.md", "\n".join(readme) + "\n")
+    return files
