@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from anchorlab.config import TaskConfig
+from anchorlab.tasks.anchor import AnchorTaskConfig as TaskConfig
 from anchorlab.tasks.anchor import AnchorTask
 
 

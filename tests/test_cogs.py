@@ -11,7 +11,7 @@ import pytest
 from anchorlab import datasets
 from anchorlab.config import ConfigError
 from anchorlab.datasets import REGISTRY, ChecksumError, fetch, fetch_known
-from anchorlab.tasks.cogs import (GEN_TYPES, CogsRecord, cogs_accuracy, is_structural, load_cogs,
+from anchorlab.tasks.seq2seq.cogs import (GEN_TYPES, CogsRecord, cogs_accuracy, is_structural, load_cogs,
                                   parse_cogs_tsv, read_cogs_tsv, type_class)
 
 FIXTURES = Path(__file__).parent / "fixtures"

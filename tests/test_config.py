@@ -1,6 +1,7 @@
 import pytest
 
-from anchorlab.config import (ConfigError, ExperimentConfig, TaskConfig, dump_config, experiment_from_dict,
+from anchorlab.tasks.anchor import AnchorTaskConfig as TaskConfig
+from anchorlab.config import (ConfigError, ExperimentConfig, dump_config, experiment_from_dict,
                               load_config)
 from anchorlab.cli import main
 

@@ -3,8 +3,8 @@ import math
 import torch
 from torch import nn
 
-from anchorlab.config import TaskConfig
-from anchorlab.eval.metrics import evaluate, top_deviations
+from anchorlab.tasks.anchor import AnchorTaskConfig as TaskConfig
+from anchorlab.tasks.anchor.metrics import evaluate, top_deviations
 from anchorlab.tasks.anchor import AnchorTask
 
 STEPS = {1: 5, 2: 1, 3: -2, 4: -8}

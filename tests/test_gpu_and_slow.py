@@ -6,7 +6,7 @@ Run the slow ones with ``ANCHORLAB_SLOW=1 python -m pytest tests/test_gpu_and_sl
 import pytest
 
 from anchorlab.config import experiment_from_dict
-from anchorlab.train.loop import train
+from anchorlab.train import train
 
 TINY = ["model.d_model=32", "model.d_head=16", "model.d_ff=64", "task.n_train=4096", "task.n_eval_per_group=64",
         "train.batch_size=256", "train.epochs=1", "optim.lr=1e-3", "train.eval_every=8"]
@@ -22,7 +22,7 @@ def test_cuda_run_matches_cpu_run(tmp_path):
 
 @pytest.mark.gpu
 def test_cuda_stack_matches_single_runs(tmp_path):
-    from anchorlab.train.ensemble import train_stack
+    from anchorlab.train.stacked import train_stack
 
     cfgs = [experiment_from_dict({}, TINY + ["train.device=cuda", "train.dtype=float64", f"init.gamma={g}"])
             for g in (0.4, 0.7)]

@@ -289,7 +289,7 @@ def test_tsne_separates_far_clusters():
 # ---------------------------------------------------------- analyses end to end
 def _tiny_run(path, seed):
     from anchorlab.train.checkpoint import save_weights
-    from anchorlab.train.loop import init_model
+    from anchorlab.train import init_model
 
     cfg = experiment_from_dict({}, [f"init.gamma={0.3 + 0.4 * seed}", "model.d_model=32", "model.d_head=16",
                                     "model.d_ff=64", f"train.init_seed={seed}", "task.n_train=256"])

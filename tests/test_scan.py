@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from anchorlab.config import ConfigError
-from anchorlab.tasks.scan import (generate_scan, generate_scan_split, interpret, load_scan,
+from anchorlab.tasks.seq2seq.scan import (generate_scan, generate_scan_split, interpret, load_scan,
                                   load_scan_split, parse_scan_lines)
 from anchorlab.tasks.seq2seq import Vocab
 

@@ -6,8 +6,13 @@ import pytest
 import torch
 
 from anchorlab.config import ConfigError
-from anchorlab.tasks.seq2seq import (EncodedPairs, Vocab, encode_pairs, exact_match, greedy_decode,
-                                     masked_lm_loss, token_accuracy)
+from anchorlab.tasks.seq2seq import Vocab, decode, encode_pairs, exact_match, masked_lm_loss, token_accuracy
+from anchorlab.tasks.seq2seq.encoding import EncodedPairs
+
+
+def greedy_decode(fn, prompts, vocab, max_new_tokens, batch_size=256):
+    """The reference decoder (whole prefix each step) on any tokens -> logits function."""
+    return decode(fn, prompts, vocab, max_new_tokens, batch_size, cached=False)
 
 PAIRS = [("a b", "x"), ("c", "y z w"), ("b a c", "x x")]
 

@@ -8,13 +8,21 @@ import numpy as np
 import pytest
 import torch
 
-from anchorlab.config import ConfigError, ModelConfig
+from anchorlab.config import ConfigError, ExperimentConfig, ModelConfig, experiment_from_dict, load_config
 from anchorlab.model.init import apply_init_rate
 from anchorlab.model.transformer import build_model
-from anchorlab.seq2seq_train import (
-    Seq2SeqExperimentConfig, cached_greedy_decode, check_dims, data_from_pairs, load_seq2seq_config,
-    prepare_data, run_seq2seq, seq2seq_from_dict)
-from anchorlab.tasks.seq2seq import Vocab, greedy_decode
+from anchorlab.tasks.seq2seq import PairsTask, Vocab, decode
+from anchorlab.tasks.seq2seq.cogs import CogsTask, CogsTaskConfig
+from anchorlab.tasks.seq2seq.scan import ScanTask
+from anchorlab.train import train
+
+
+def run_seq2seq(cfg, out, data, **kw):
+    return train(cfg, out, task=data, **kw).final
+
+
+def data_from_pairs(pairs, evals=None):
+    return PairsTask.from_pairs(pairs, evals)
 
 LETTERS = "abcdef"
 
@@ -25,13 +33,14 @@ def _reverse_pairs():
 
 
 def _tiny_cfg(**train):
-    return seq2seq_from_dict({
+    return experiment_from_dict({
+        "task": {"name": "pairs"},
         "model": {"arch": "gpt2", "n_layers": 2, "d_model": 32, "n_heads": 2, "d_head": 16, "d_ff": 64,
                   "activation": "gelu", "vocab_size": 10, "max_len": 8},
         "init": {"gamma": 0.5, "fan_in": "d_model"},
         "optim": {"lr": 5e-3, "warmup_epochs": 0.5, "warmup_multiplier": 1, "cosine_epochs": 15,
                   "min_lr": 5e-4, "weight_decay": 0.0},
-        "train": {"batch_size": 32, "threads": 1, **train}}, derive=False)
+        "train": {"batch_size": 32, "threads": 1, **train}})
 
 
 def test_tiny_model_learns_to_reverse_with_loss_on_outputs_only(tmp_path):
@@ -84,47 +93,65 @@ def test_cached_decoding_equals_reference_decoding(arch):
     model = model.double().eval()  # float64: no near-ties that summation order could flip
     rng = np.random.default_rng(1)
     prompts = [" ".join(rng.choice(list("abcdefg"), size=rng.integers(1, 7))) for _ in range(40)]
-    ref = greedy_decode(model, prompts, vocab, max_new_tokens=10, batch_size=7)
+    ref = decode(model, prompts, vocab, max_new_tokens=10, batch_size=7, cached=False)
     # small batches (few lengths each) and one batch (left pads up to 6 wide)
-    assert cached_greedy_decode(model, prompts, vocab, max_new_tokens=10, batch_size=5) == ref
-    assert cached_greedy_decode(model, prompts, vocab, max_new_tokens=10, batch_size=64) == ref
+    assert decode(model, prompts, vocab, max_new_tokens=10, batch_size=5) == ref
+    assert decode(model, prompts, vocab, max_new_tokens=10, batch_size=64) == ref
     lengths = Counter(len(r.split()) for r in ref)
     assert len(lengths) > 3 and lengths[10] < len(ref)  # rows stopped at different lengths
 
 
 def test_config_errors_name_the_field(tmp_path):
-    with pytest.raises(ConfigError, match=r"^task\.dataset: .*'scan', 'cogs'"):
-        seq2seq_from_dict({"task": {"dataset": "pcfg"}}, derive=False)
+    with pytest.raises(ConfigError, match=r"^task\.name: .*'scan'.*'cogs'"):
+        experiment_from_dict({"task": {"name": "pcfg"}})
     with pytest.raises(ConfigError, match=r"^task\.bogus: unknown key"):
-        seq2seq_from_dict({"task": {"bogus": 1}}, derive=False)
+        experiment_from_dict({"task": {"name": "scan", "bogus": 1}, "model": {"vocab_size": 9, "max_len": 9}})
     with pytest.raises(ConfigError, match=r"^task\.fmt: "):
-        seq2seq_from_dict({"model": {"vocab_size": 9, "max_len": 9}}, ["task.fmt=lambda"], derive=False)
-    with pytest.raises(ConfigError, match=r"^model\.max_len: "):
-        check_dims(ModelConfig(vocab_size=30, max_len=10), {"vocab_size": 23, "max_len": 59})
-    with pytest.raises(ConfigError, match=r"^model\.vocab_size: "):
-        check_dims(ModelConfig(vocab_size=20, max_len=60), {"vocab_size": 23, "max_len": 59})
+        experiment_from_dict({"task": {"name": "cogs"}, "model": {"vocab_size": 9, "max_len": 9}}, ["task.fmt=lambda"])
     pairs = _reverse_pairs()[:40]
-    short = Seq2SeqExperimentConfig(model=ModelConfig(arch="gpt2", vocab_size=10, max_len=6))
+    data = data_from_pairs(pairs)
+    short = experiment_from_dict({"task": {"name": "pairs"}, "model": {"arch": "gpt2", "vocab_size": 10, "max_len": 6}})
     with pytest.raises(ConfigError, match=r"^model\.max_len: "):  # rows are 3 + 1 + 3 + 1 = 8 tokens
-        run_seq2seq(short, tmp_path / "short", data=data_from_pairs(pairs))
+        run_seq2seq(short, tmp_path / "short", data=data)
+    narrow = experiment_from_dict({"task": {"name": "pairs"}, "model": {"arch": "gpt2", "vocab_size": 5, "max_len": 8}})
+    with pytest.raises(ConfigError, match=r"^model\.vocab_size: "):
+        run_seq2seq(narrow, tmp_path / "narrow", data=data)
+    with pytest.raises(ConfigError, match=r"^task\.files: "):  # a pairs task without data files cannot size itself
+        experiment_from_dict({"task": {"name": "pairs"}})
 
 
-def test_scan_preset_builds_from_the_shared_data(shared_datasets):
-    cfg = load_seq2seq_config("scan/cpu", [f"task.data_dir={shared_datasets}"])
+def test_pairs_task_reads_tsv_files(tmp_path):
+    pairs = _reverse_pairs()[:60]
+    (tmp_path / "train.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in pairs[:50]))
+    (tmp_path / "test.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in pairs[50:]))
+    cfg = experiment_from_dict({"task": {"name": "pairs", "files": {"train": str(tmp_path / "train.tsv"),
+                                                                   "test": str(tmp_path / "test.tsv")}},
+                                "model": {"arch": "gpt2", "n_layers": 1, "d_model": 16, "n_heads": 2, "d_head": 8,
+                                          "d_ff": 32}, "train": {"max_steps": 2, "batch_size": 16, "threads": 1}})
+    assert (cfg.model.vocab_size, cfg.model.max_len) == (10, 8)
+    f = train(cfg, tmp_path / "r").final
+    assert {"id_exact", "ood_exact", "id_token_acc", "ood_token_acc"} <= set(f["final"])
+    (tmp_path / "bad.tsv").write_text("no tab here\n")
+    with pytest.raises(ConfigError, match=r"bad.tsv:1"):
+        experiment_from_dict({"task": {"name": "pairs", "files": {"train": str(tmp_path / "bad.tsv")}}})
+
+
+def test_scan_preset_builds_from_the_shared_data(shared_datasets, tmp_path):
+    cfg = load_config("scan/cpu", [f"task.data_dir={shared_datasets}"])
     # 13 command words + 6 actions + 4 specials; longest row: a 9-word command,
     # <sep>, 48 actions ("... around ... thrice" twice), <eos>.
     assert (cfg.model.vocab_size, cfg.model.max_len) == (23, 59)
-    assert cfg.model.arch == "gpt2" and cfg.task.dataset == "scan"
-    elsewhere = seq2seq_from_dict({**cfg.to_dict(), "task": {**cfg.to_dict()["task"], "data_dir": "/x"}},
-                                  derive=False)
+    assert cfg.model.arch == "gpt2" and cfg.task.name == "scan"
+    elsewhere = experiment_from_dict({**cfg.to_dict(), "task": {**cfg.to_dict()["task"], "data_dir": "/x"}})
     assert elsewhere.run_id() == cfg.run_id()  # where the files lie is not part of the run
-    assert seq2seq_from_dict(cfg.to_dict(), ["task.train_size=8000"], derive=False).run_id() != cfg.run_id()
+    assert experiment_from_dict(cfg.to_dict(), ["task.train_size=8000"]).run_id() != cfg.run_id()
+    small = load_config("scan/cpu", [f"task.data_dir={shared_datasets}", "model.max_len=40"])
     with pytest.raises(ConfigError, match=r"^model\.max_len: .*59"):
-        load_seq2seq_config("scan/cpu", [f"task.data_dir={shared_datasets}", "model.max_len=40"])
+        train(small, tmp_path / "small")
     with pytest.raises(ConfigError, match=r"^task\.train_size: "):
-        prepare_data(cfg.task.__class__(train_size=10**6, data_dir=str(shared_datasets)), 0)
-    a = prepare_data(cfg.task, data_seed=0)
-    b = prepare_data(cfg.task, data_seed=1)
+        ScanTask(cfg.task.__class__(train_size=10**6, data_dir=str(shared_datasets))).data(0)
+    a = ScanTask(cfg.task).data(0)
+    b = ScanTask(cfg.task).data(1)
     assert len(a.train_pairs) == 2000 and set(a.train_pairs) != set(b.train_pairs)
     assert set(a.eval_sets) == {"id", "ood"}
     assert set(a.eval_sets["id"].pairs) <= set(a.train_pairs)  # SCAN "id" = fit on the training subset
@@ -135,14 +162,14 @@ def test_scan_preset_builds_from_the_shared_data(shared_datasets):
 
 def test_cogs_configs_build_and_subsets_keep_primitives(shared_datasets):
     for preset in ("cogs/cpu", "cogs/paper"):
-        cfg = load_seq2seq_config(preset, [f"task.data_dir={shared_datasets}"])
-        assert cfg.task.dataset == "cogs" and cfg.model.vocab_size > 700
+        cfg = load_config(preset, [f"task.data_dir={shared_datasets}"])
+        assert cfg.task.name == "cogs" and cfg.model.vocab_size > 700
     assert cfg.model.n_layers == 12 and cfg.model.d_model == 768 and cfg.model.activation == "gelu"
-    task = cfg.task.__class__(dataset="cogs", train_size=1000, eval_max=210, data_dir=str(shared_datasets))
-    d = prepare_data(task, data_seed=0)
+    task = CogsTaskConfig(train_size=1000, eval_max=210, data_dir=str(shared_datasets))
+    d = CogsTask(task).data(0)
     assert len(d.train_pairs) == 1000
     # all 183 primitive + 12 exposure rows are in every subset
-    from anchorlab.tasks.cogs import load_cogs
+    from anchorlab.tasks.seq2seq.cogs import load_cogs
     train = load_cogs("varfree", shared_datasets, splits=["train"])["train"]
     special = Counter((r.sentence, r.lf) for r in train if r.type != "in_distribution")
     assert sum(special.values()) == 195  # some primitive rows occur twice in the file
@@ -153,10 +180,10 @@ def test_cogs_configs_build_and_subsets_keep_primitives(shared_datasets):
 
 
 def test_scan_paper_preset_is_paper_scale(shared_datasets):
-    cfg = load_seq2seq_config("scan/paper", [f"task.data_dir={shared_datasets}"])
+    cfg = load_config("scan/paper", [f"task.data_dir={shared_datasets}"])
     m = cfg.model
     assert (m.arch, m.n_layers, m.d_model, m.n_heads, m.d_head, m.d_ff) == ("gpt2", 12, 768, 12, 64, 3072)
-    assert isinstance(cfg, Seq2SeqExperimentConfig)
+    assert isinstance(cfg, ExperimentConfig)
 
 
 def test_fig7_plot_draws_one_line_per_setting_and_metric():

@@ -10,7 +10,8 @@ import torch
 from anchorlab.analysis.speed import (complexity_slowdown, pair_fit_speed, rule_violating_pairs,
                                       speed_table, steps_to_threshold, summarize_pair_speed,
                                       summarize_speed, suspect_report)
-from anchorlab.config import ConfigError, TaskConfig
+from anchorlab.config import ConfigError
+from anchorlab.tasks.anchor import AnchorTaskConfig as TaskConfig
 from anchorlab.tasks.anchor import AnchorTask
 
 SPE = 10  # steps per epoch of the synthetic histories
@@ -239,7 +240,7 @@ def test_plots_return_figures_and_write_png(tmp_path):
 # ------------------------------------------------------------ a real (tiny) run
 def test_functions_read_a_real_run_history(tmp_path, tiny_overrides):
     from anchorlab.config import experiment_from_dict
-    from anchorlab.train.loop import run_experiment
+    from anchorlab.train import run as run_experiment
 
     cfg = experiment_from_dict({}, [*tiny_overrides, "task.preset=complexity", "task.complexity_k=1",
                                     "train.eval_every=8", "model.n_layers=1"])

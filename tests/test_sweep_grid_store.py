@@ -210,6 +210,8 @@ def test_to_dataframe_filters_and_export(tmp_path, runs):
         export_frame(full, tmp_path / "out.xlsx")
 
 
-def test_runs_frame_lists_axes():
+def test_runs_frame_lists_axes_and_each_runs_peak_lr():
     df = runs_frame(expand(spec_dict()))
-    assert list(df.columns) == ["run_id", "init.gamma", "optim.lr"] and len(df) == 4
+    assert list(df.columns) == ["run_id", "init.gamma", "optim.lr", "peak_lr"] and len(df) == 4
+    mult = expand(spec_dict())[0].config.optim.warmup_multiplier
+    assert sorted(set(df.peak_lr)) == pytest.approx([1e-4 * mult, 2e-4 * mult])

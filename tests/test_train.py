@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from anchorlab.config import ExperimentConfig, OptimConfig, experiment_from_dict
-from anchorlab.train.loop import load_run, train
+from anchorlab.train import load_run, train
 from anchorlab.train.optim import lr_at, param_groups
 from anchorlab.model.transformer import build_model
 
