@@ -109,13 +109,15 @@ def make_report(sweep_dir: str | Path, max_curves: int = 8) -> Path:
     atomic_write(out / "cells.csv", lambda p: cells.to_csv(p, index=False))
 
     figs: list[Path] = []
-    numeric = [a for a in axes if pd.api.types.is_numeric_dtype(cells[a])]
-    for x in numeric:
-        others = [a for a in axes if a != x]
-        hue = others[0] if len(others) == 1 else None
-        if headline and (len(others) <= 1):
-            fig = plot_metric_vs_axis(cells, x, headline, hue=hue, title=f"{task_name}: headline metrics vs {x}")
-            figs += save(fig, out / f"metrics_vs_{x.replace('.', '_')}", formats=("png",))[:1]
+    numeric = [a for a in axes if pd.api.types.is_numeric_dtype(cells[a]) and cells[a].nunique() > 1]
+    for x in numeric if headline else ():
+        others = [a for a in axes if a != x and cells[a].nunique() > 1]
+        if len(cells.drop_duplicates(others)) > 6:
+            continue  # too many lines to read; the cells table has them
+        lines = cells.assign(setting=[", ".join(f"{a}={r[a]}" for a in others) for _, r in cells.iterrows()])
+        fig = plot_metric_vs_axis(lines, x, headline, hue="setting" if others else None,
+                                  title=f"{task_name}: headline metrics vs {x}")
+        figs += save(fig, out / f"metrics_vs_{x.replace('.', '_')}", formats=("png",))[:1]
     if task_name != "anchor":
         figs += _curves(df, out, max_curves)
         return _page(out, parts, figs, cells)

@@ -24,7 +24,7 @@ def plot_metric_vs_axis(cells: pd.DataFrame, x: str, metrics: Sequence[str], hue
             g = g.sort_values(x)
             std = g[f"{m}_std"] if f"{m}_std" in g else None
             ax.errorbar(g[x], g[m], yerr=std, marker="o", capsize=3,
-                        label=None if key is None else f"{hue}={key}")
+                        label=None if key is None else str(key))
         ax.set_xlabel(x)
         ax.set_title(m)
         ax.grid(alpha=0.3)

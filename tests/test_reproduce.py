@@ -1,0 +1,79 @@
+"""``anchorlab reproduce``: the registry lists every figure; one CPU figure runs end to end."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from anchorlab.cli import main
+from anchorlab.reproduce import FIGURES, figure_spec
+
+TINY = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024", "task.n_eval_per_group=16",
+        "train.batch_size=256", "train.epochs=1", "train.eval_every=2"]
+
+REQUIRED = ["neurips-fig2", "neurips-fig3", "neurips-fig4", "neurips-fig5", "neurips-fig6", "journal-fig3",
+            "journal-fig4", "journal-fig5ab", "journal-fig5c", "journal-fig7a", "journal-fig7b", "journal-fig8",
+            "journal-fig10"]
+
+
+def test_every_figure_with_data_is_registered_with_both_scales():
+    assert set(REQUIRED) <= set(FIGURES)
+    for fid, fig in FIGURES.items():
+        assert {"cpu", "paper"} <= set(fig.sweeps), fid
+        assert fig.shows and fig.claims, fid
+
+
+def test_list_prints_runs_and_compute_per_scale(capsys, shared_datasets, monkeypatch):
+    monkeypatch.setenv("ANCHORLAB_DATA_DIR", str(shared_datasets))
+    assert main(["reproduce", "--list"]) == 0
+    out = capsys.readouterr().out
+    for fid in REQUIRED:
+        assert fid in out
+    assert "1134 runs" in out                      # fig2 at paper scale: 7 gammas x 6 depths x 9 lrs x 3 seeds
+    assert "8 runs" in out and "h on this CPU" in out and "h on one GPU" in out
+
+
+def test_paper_scale_specs_expand_to_the_papers_grids():
+    from anchorlab.sweep.grid import expand
+
+    runs = expand(figure_spec(FIGURES["neurips-fig2"], "paper"))
+    peaks = sorted({r.config.optim.peak_lr for r in runs})
+    assert len(runs) == 7 * 6 * 9 * 3 and len(peaks) == 9
+    assert {r.config.model.d_model for r in runs} == {400}
+
+
+def test_reproduce_fig2_end_to_end_at_cpu_scale_reduced(tmp_path, capsys):
+    out = tmp_path / "fig2"
+    args = ["reproduce", "neurips-fig2", "--scale", "cpu", "--out", str(out), "--executor", "inprocess",
+            "--no-progress"]
+    for s in TINY:
+        args += ["--set", s]
+    assert main(args) == 0
+    for f in ("fig2.png", "fig2.pdf", "cells.csv", "paper_vs_ours.csv", "README.md", "sweep/results.sqlite"):
+        assert (out / f).exists(), f
+    assert (out / "fig2.png").stat().st_size > 5000
+    cells = pd.read_csv(out / "cells.csv")
+    assert len(cells) == 8 and {"ood_symmetric_acc", "ood_inferential_acc", "phase"} <= set(cells.columns)
+    claims = pd.read_csv(out / "paper_vs_ours.csv")
+    assert len(claims) == 3 and claims.paper.notna().all()
+    ours = pd.to_numeric(claims.ours, errors="coerce")
+    assert ours.between(0, 1).all()                 # accuracies and a fraction, all computed
+    readme = (out / "README.md").read_text()
+    assert "| claim | paper | ours |" in readme and "8 runs" in readme
+    # a second call trains nothing new
+    assert main(args) == 0
+    assert len(list((out / "sweep" / "runs").iterdir())) == 8
+
+
+def test_unknown_figure_and_scale_are_one_line_errors(capsys):
+    assert main(["reproduce", "neurips-fig99"]) == 2
+    assert "unknown figure" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["reproduce", "neurips-fig2", "--scale", "huge"])
+
+
+def test_a_claim_that_cannot_be_computed_is_nan_not_a_crash():
+    from anchorlab.reproduce.runner import claims_table
+
+    t = claims_table(FIGURES["neurips-fig2"], {"cells": pd.DataFrame({"x": [1]})})
+    assert len(t) == 3 and all(isinstance(v, float) and math.isnan(v) for v in t.ours)
