@@ -10,6 +10,7 @@ import pytest
 from matplotlib.figure import Figure
 
 import anchorlab
+from anchorlab.analysis.complexity import complexity_summary, sweep_stable_ranks
 from anchorlab.analysis.mechanism import CosAo2Options, MaskKeyOptions
 from anchorlab.analysis.registry import ANALYSES, analyses_for, get_analysis, run_analysis
 from anchorlab.config import ConfigError, experiment_from_dict, options_from_strings
@@ -88,6 +89,18 @@ def test_complexity_analyses_run_on_a_seq2seq_run(pairs_run, tmp_path):
     assert pd.read_csv(tmp_path / "embedding.csv").token.tolist() == list(range(vocab))  # all token ids
     matrices = [n for n, p in run.model.named_parameters() if p.ndim == 2]
     assert pd.read_csv(tmp_path / "stable-rank.csv").name.tolist() == matrices
+
+
+def test_multi_run_complexity_tables(anchor_run, pairs_run, tmp_path):
+    df = complexity_summary([anchor_run, pairs_run])
+    assert df.run.tolist() == [str(anchor_run), str(pairs_run)] and df.d_model.tolist() == [16, 16]
+    assert df.stable_rank.between(1, 16).all() and df.ordinal_r2.between(0, 1).all()
+    assert df.diff_consistency_3.notna().tolist() == [True, False]  # +3 steps only mean something on anchor runs
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "r1").symlink_to(anchor_run)
+    (tmp_path / "runs" / "unfinished").mkdir()
+    sr = sweep_stable_ranks(tmp_path)
+    assert sr.run_id.tolist() == ["r1"] and sr.stable_rank.iloc[0] == pytest.approx(df.stable_rank.iloc[0])
 
 
 def test_mechanism_analysis_on_a_seq2seq_run_is_a_one_line_error(pairs_run, tmp_path):

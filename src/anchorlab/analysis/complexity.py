@@ -190,7 +190,7 @@ def complexity_summary(runs: Sequence[str | Path | RunResult], param: str = DEFA
 
     rows = []
     for r in runs:
-        run = r if hasattr(r, "model") else load_run(r)
+        run = load_run(r) if isinstance(r, (str, Path)) else r
         cfg = run.cfg
         W, E = _matrix(run, param, "param"), _matrix(run, EMBEDDING, "embedding")
         s = condensation_scores(W, threshold=threshold)

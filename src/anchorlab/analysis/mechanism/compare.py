@@ -60,7 +60,7 @@ def compare_runs(runs: Sequence[str | Path | RunResult], n_inputs: int = 1000, n
 
     rows = []
     for r in runs:
-        run = r if hasattr(r, "model") else load_run(r)
+        run = load_run(r) if isinstance(r, (str, Path)) else r
         rows.append({"run": str(run.run_dir), "gamma": run.cfg.init.gamma,
                      **run_summary(run, n_inputs, n_draws, seed)})
     return pd.DataFrame(rows)
