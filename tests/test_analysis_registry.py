@@ -12,7 +12,8 @@ from matplotlib.figure import Figure
 import anchorlab
 from anchorlab.analysis.complexity import complexity_summary, sweep_stable_ranks
 from anchorlab.analysis.mechanism import CosAo2Options, MaskKeyOptions
-from anchorlab.analysis.registry import ANALYSES, analyses_for, get_analysis, run_analysis
+from anchorlab.analysis.registry import (ANALYSES, MULTI_RUN, analyses_for, get_analysis, run_analysis,
+                                         run_multi_analysis)
 from anchorlab.config import ConfigError, experiment_from_dict, options_from_strings
 from anchorlab.tasks.seq2seq import PairsTask
 from anchorlab.train import load_run, train
@@ -101,6 +102,21 @@ def test_multi_run_complexity_tables(anchor_run, pairs_run, tmp_path):
     (tmp_path / "runs" / "unfinished").mkdir()
     sr = sweep_stable_ranks(tmp_path)
     assert sr.run_id.tolist() == ["r1"] and sr.stable_rank.iloc[0] == pytest.approx(df.stable_rank.iloc[0])
+
+
+def test_run_multi_analysis_writes_one_table(anchor_run, pairs_run, tmp_path):
+    assert set(MULTI_RUN) == {"compare-runs", "complexity-summary"}
+    path, table = run_multi_analysis([anchor_run, pairs_run], "complexity-summary", tmp_path, ["threshold=0.8"])
+    assert path == tmp_path / "complexity-summary.csv" and len(pd.read_csv(path)) == 2 == len(table)
+    path, table = run_multi_analysis([anchor_run], "compare-runs", tmp_path, {"n_inputs": 16, "n_draws": 1})
+    assert path == tmp_path / "compare-runs.csv" and table.run.tolist() == [str(anchor_run)]
+    with pytest.raises(ConfigError, match=r"^analysis 'compare-runs': needs a run of task anchor, .* 'pairs' run"):
+        run_multi_analysis([anchor_run, pairs_run], "compare-runs", tmp_path / "x")
+    with pytest.raises(ConfigError, match=r"^n_draws: must be >= 1"):
+        run_multi_analysis([anchor_run], "compare-runs", tmp_path / "x", ["n_draws=0"])
+    with pytest.raises(ConfigError, match=r"^analysis: must be one of compare-runs, complexity-summary"):
+        run_multi_analysis([anchor_run], "flow", tmp_path / "x")
+    assert not (tmp_path / "x").exists()
 
 
 def test_mechanism_analysis_on_a_seq2seq_run_is_a_one_line_error(pairs_run, tmp_path):

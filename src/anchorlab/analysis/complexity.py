@@ -181,6 +181,18 @@ def compute_stable_rank(run: RunResult, opts: StableRankOptions) -> dict[str, pd
 
 
 # ------------------------------------------------------------------ several runs
+@dataclass(frozen=True)
+class ComplexitySummaryOptions:
+    """The keyword arguments of :func:`complexity_summary`."""
+
+    param: str = DEFAULT_PARAM
+    tokens: tuple[int, ...] | None = None
+    threshold: float = 0.9
+
+    def __post_init__(self) -> None:
+        check_range("threshold", self.threshold, 0.0, 1.0, lo_open=True)
+
+
 def complexity_summary(runs: Sequence[str | Path | RunResult], param: str = DEFAULT_PARAM,
                        tokens: Sequence[int] | None = None, threshold: float = 0.9) -> pd.DataFrame:
     """One row per run (a directory or a loaded run): run, gamma, d_model, weight_decay, the
@@ -216,6 +228,7 @@ def sweep_stable_ranks(sweep_dir: str | Path, param: str = DEFAULT_PARAM) -> pd.
 
 
 __all__ = ["CondensationOptions", "EmbeddingOptions", "CovSpectrumOptions", "StableRankOptions",
+           "ComplexitySummaryOptions",
            "compute_condensation", "compute_embedding", "compute_cov_spectrum", "compute_stable_rank",
            "complexity_summary", "sweep_stable_ranks", "default_token_ids", "default_diff_steps",
            "ordinal_scores", "MAX_DEFAULT_TOKENS"]

@@ -8,6 +8,11 @@ that only draws. :func:`run_analysis` ties them to a run directory::
     run_analysis("runs/eB", "cos-ao2", options=["keys=[30,31,32,33]", "n_draws=8"])
     # -> {"csv": runs/eB/analysis/cos-ao2.csv, "summary": .../cos-ao2_summary.csv, "png": .../cos-ao2.png}
 
+:data:`MULTI_RUN` holds the tables that put several runs side by side
+(``compare-runs``, ``complexity-summary``); :func:`run_multi_analysis` writes
+one CSV of them. The pure functions behind them (:func:`compare_runs`,
+:func:`complexity_summary`, :func:`sweep_stable_ranks`) are re-exported here.
+
 Options are strings ``key=value`` with YAML values (``keys=[30,31,32]``,
 ``lower=[[3,3],[2,2]]``, ``layers=null``, ``center=true``) or a mapping of
 Python values; see :func:`anchorlab.config.options_from_strings`.
@@ -15,6 +20,7 @@ Python values; see :func:`anchorlab.config.options_from_strings`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +35,8 @@ from ..plots import complexity as cplots
 from ..plots import mechanism as mplots
 from . import complexity as cx
 from . import mechanism as mech
+from .complexity import complexity_summary, sweep_stable_ranks
+from .mechanism import compare_runs
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -83,6 +91,28 @@ ANALYSES: dict[str, Analysis] = {a.name: a for a in (
 )}
 
 
+@dataclass(frozen=True)
+class MultiRunAnalysis:
+    """A table of several runs: ``compute(runs, **fields of opts) -> DataFrame`` (one row per run)."""
+
+    name: str
+    summary: str
+    options: type
+    compute: Callable[..., pd.DataFrame]
+    tasks: tuple[str, ...] | None = None
+
+    def applies_to(self, task: str) -> bool:
+        return self.tasks is None or task in self.tasks
+
+
+MULTI_RUN: dict[str, MultiRunAnalysis] = {a.name: a for a in (
+    MultiRunAnalysis("compare-runs", "headline mechanism numbers (accuracy, flow scores, contrasts) side by side",
+                     mech.CompareRunsOptions, compare_runs, ANCHOR),
+    MultiRunAnalysis("complexity-summary", "stable rank, condensation and ordinal scores side by side",
+                     cx.ComplexitySummaryOptions, complexity_summary),
+)}
+
+
 def get_analysis(name: str) -> Analysis:
     """The analysis called ``name``; ConfigError listing the names otherwise."""
     if name not in ANALYSES:
@@ -95,7 +125,7 @@ def analyses_for(task: str) -> list[str]:
     return [n for n, a in ANALYSES.items() if a.applies_to(task)]
 
 
-def check_task(analysis: Analysis, task: str, run_dir: str | Path) -> None:
+def check_task(analysis: Analysis | MultiRunAnalysis, task: str, run_dir: str | Path) -> None:
     """One-line ConfigError when ``analysis`` does not apply to a ``task`` run."""
     if not analysis.applies_to(task):
         raise ConfigError(f"analysis {analysis.name!r}: needs a run of task {', '.join(analysis.tasks or ())}, "
@@ -142,5 +172,25 @@ def run_analysis(run_dir: str | Path, name: str, out_dir: str | Path | None = No
     return paths
 
 
-__all__ = ["Analysis", "ANALYSES", "get_analysis", "analyses_for", "check_task", "run_label", "write_tables",
-           "run_analysis"]
+def run_multi_analysis(run_dirs: Sequence[str | Path], name: str, out_dir: str | Path | None = None,
+                       options: Sequence[str] | Mapping[str, Any] = ()) -> tuple[Path, pd.DataFrame]:
+    """Table ``name`` of :data:`MULTI_RUN` over ``run_dirs``, written as ``<out_dir>/<name>.csv``
+    (default ``FIRST_RUN/analysis``); returns (path, table). Tasks and options are checked first."""
+    if name not in MULTI_RUN:
+        raise ConfigError(f"analysis: must be one of {', '.join(MULTI_RUN)} for several runs, got {name!r}")
+    if not run_dirs:
+        raise ConfigError(f"analysis {name!r}: needs at least one run directory")
+    from ..train import config_of
+
+    analysis = MULTI_RUN[name]
+    for rd in run_dirs:
+        check_task(analysis, config_of(rd).task.name, rd)
+    opts = options_from_strings(analysis.options, options)
+    table = analysis.compute(list(run_dirs), **{f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)})
+    out = Path(out_dir) if out_dir is not None else Path(run_dirs[0]) / "analysis"
+    return write_tables({name: table}, out, name)["csv"], table
+
+
+__all__ = ["Analysis", "ANALYSES", "MultiRunAnalysis", "MULTI_RUN", "get_analysis", "analyses_for", "check_task",
+           "run_label", "write_tables", "run_analysis", "run_multi_analysis", "compare_runs", "complexity_summary",
+           "sweep_stable_ranks"]

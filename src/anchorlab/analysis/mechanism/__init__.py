@@ -17,13 +17,13 @@ names, options, files and figures together. See ``docs/mechanism.md``.
 """
 
 from .common import PAPER_EXAMPLE
-from .compare import compare_runs, run_summary
+from .compare import CompareRunsOptions, compare_runs, run_summary
 from .flow import FlowOptions, FlowScoresOptions, compute_flow, compute_flow_scores
 from .masks import MaskAnchor2Options, MaskKeyOptions, compute_mask_anchor2, compute_mask_key
 from .representations import (CosAo2Options, CosV2Options, TsneAo1Options, compute_cos_ao2, compute_cos_v2,
                               compute_tsne_ao1)
 
-__all__ = ["PAPER_EXAMPLE", "compare_runs", "run_summary", "FlowOptions", "FlowScoresOptions", "compute_flow",
+__all__ = ["PAPER_EXAMPLE", "CompareRunsOptions", "compare_runs", "run_summary", "FlowOptions", "FlowScoresOptions", "compute_flow",
            "compute_flow_scores", "MaskKeyOptions", "MaskAnchor2Options", "compute_mask_key", "compute_mask_anchor2",
            "TsneAo1Options", "CosAo2Options", "CosV2Options", "compute_tsne_ao1", "compute_cos_ao2",
            "compute_cos_v2"]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from ...config import check_range
 from ..similarity import contrast_of
 from .flow import FlowScoresOptions, compute_flow_scores
 from .masks import MaskAnchor2Options, anchor2_masked_cosines
@@ -19,6 +21,19 @@ if TYPE_CHECKING:
 
 FINAL_METRICS = ("id_acc", "ood_inferential_acc", "ood_symmetric_acc", "commutativity")
 FLOW_COLUMNS = ("last->key", "last->anchors", "anchors->key")
+
+
+@dataclass(frozen=True)
+class CompareRunsOptions:
+    """The keyword arguments of :func:`compare_runs`: flow inputs, filler draws per probe matrix, seed."""
+
+    n_inputs: int = 1000
+    n_draws: int = 4
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_range("n_inputs", self.n_inputs, 1)
+        check_range("n_draws", self.n_draws, 1)
 
 
 def _overall(summary: pd.DataFrame) -> float:
@@ -66,4 +81,4 @@ def compare_runs(runs: Sequence[str | Path | RunResult], n_inputs: int = 1000, n
     return pd.DataFrame(rows)
 
 
-__all__ = ["compare_runs", "run_summary"]
+__all__ = ["CompareRunsOptions", "compare_runs", "run_summary"]
