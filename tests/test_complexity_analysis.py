@@ -1,4 +1,4 @@
-"""Complexity analyses: stable rank, condensation, embedding structure, callback, plots."""
+"""Complexity analyses: stable rank, condensation, embedding structure, callback, per-run tables, plots."""
 
 import math
 import time
@@ -15,7 +15,7 @@ from anchorlab.analysis.embedding import (covariance_participation_ratio, covari
                                          covariance_spectrum, difference_consistency, embedding_pca,
                                          ordinal_probe_r2, ordinal_rank_correlation)
 from anchorlab.analysis.spectra import ComplexityCallback, singular_values, stable_rank, stable_rank_table
-from anchorlab.config import ConfigError, ModelConfig
+from anchorlab.config import ConfigError, ModelConfig, experiment_from_dict
 
 
 def gen(seed: int = 0) -> torch.Generator:
@@ -279,10 +279,8 @@ def _png_ok(fig, path):
 
 
 def test_plots_write_png(tmp_path):
-    import matplotlib.pyplot as plt
-
     from anchorlab.plots.complexity import (plot_cosine_heatmap, plot_covariance_spectrum, plot_embedding_pca,
-                                            plot_stable_rank_bubbles)
+                                            plot_stable_rank_bars, plot_stable_rank_bubbles)
 
     C = cosine_matrix(randn(20, 10, seed=30))
     _png_ok(plot_cosine_heatmap(C, order=condensation_order(C)), tmp_path / "cos.png")
@@ -296,4 +294,62 @@ def test_plots_write_png(tmp_path):
     _png_ok(fig, tmp_path / "bubbles.png")
     with pytest.raises(ConfigError, match="missing column"):
         plot_stable_rank_bubbles(runs.drop(columns="phase"))
-    plt.close("all")
+    table = stable_rank_table({"a.weight": randn(6, 4, seed=31), "b.weight": torch.eye(3)})
+    fig = plot_stable_rank_bars(table)
+    assert [b.get_width() for b in fig.axes[0].patches] == pytest.approx(table.stable_rank.tolist())
+    _png_ok(fig, tmp_path / "bars.png")
+
+
+# ----------------------------------------------------------------------------- per-run tables
+def _run(task: dict, vocab_size: int, seed: int = 0):
+    """An initialised (untrained) RunResult of a small GPT-2 model; no files."""
+    from anchorlab.tasks import build_task
+    from anchorlab.train import RunResult, init_model
+
+    cfg = experiment_from_dict({"task": task, "model": {"arch": "gpt2", "d_model": 16, "n_heads": 2, "d_head": 8,
+                                                        "d_ff": 32, "vocab_size": vocab_size, "max_len": 9},
+                                "train": {"init_seed": seed}})
+    model, _ = init_model(cfg)
+    return RunResult(model, build_task(cfg.task), cfg, {}, None)
+
+
+def test_condensation_tables_hold_the_clustered_cosine_matrix():
+    from anchorlab.analysis.complexity import CondensationOptions, compute_condensation
+
+    run = _run({"name": "anchor"}, 201)
+    t = compute_condensation(run, CondensationOptions(threshold=0.8))
+    assert list(t) == ["scores", "cosine"]
+    W = run.model.blocks[0].attn.W_Q.weight
+    assert t["scores"].param.tolist() == ["blocks.0.attn.W_Q.weight"]
+    assert t["scores"].iloc[0].to_dict() | {"param": None} == pytest.approx(
+        {"param": None, **condensation_scores(W, threshold=0.8)})
+    cos = t["cosine"]
+    order = cos[cos.j == 0].sort_values("i").neuron_i.to_numpy()
+    assert sorted(order) == list(range(16)) and np.array_equal(order, condensation_order(cosine_matrix(W)).numpy())
+    C = cosine_matrix(W).numpy()
+    M = cos.pivot(index="i", columns="j", values="cosine").to_numpy()
+    np.testing.assert_allclose(M, C[np.ix_(order, order)])
+    with pytest.raises(ConfigError, match="^param: no parameter"):
+        compute_condensation(run, CondensationOptions(param="nope"))
+
+
+def test_token_defaults_depend_on_the_task():
+    from anchorlab.analysis.complexity import (MAX_DEFAULT_TOKENS, CovSpectrumOptions, EmbeddingOptions,
+                                               compute_cov_spectrum, compute_embedding)
+
+    anchor = _run({"name": "anchor"}, 201)
+    t = compute_embedding(anchor, EmbeddingOptions())
+    assert t["pca"].token.tolist() == TOK
+    summ = t["summary"]
+    assert summ[summ.metric == "diff_consistency"].step.tolist() == [3, 4]
+    pairs = _run({"name": "pairs"}, 12)
+    t = compute_embedding(pairs, EmbeddingOptions())
+    assert t["pca"].token.tolist() == list(range(12))                # every token id
+    assert "diff_consistency" not in set(t["summary"].metric)        # no +s arithmetic outside the anchor task
+    big = _run({"name": "pairs"}, MAX_DEFAULT_TOKENS + 50)
+    spec = compute_cov_spectrum(big, CovSpectrumOptions(top_k=5))["spectrum"]
+    E = big.model.embed.weight
+    assert spec.eigenvalue.tolist() == pytest.approx(covariance_spectrum(E, range(MAX_DEFAULT_TOKENS), 5).tolist())
+    t = compute_embedding(pairs, EmbeddingOptions(tokens=(2, 3, 5, 7, 11), diff_steps=(2,)))
+    assert t["pca"].token.tolist() == [2, 3, 5, 7, 11]
+    assert t["summary"].set_index("metric").loc["diff_consistency", "step"] == 2

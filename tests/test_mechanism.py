@@ -1,4 +1,4 @@
-"""Mechanism analyses: flow scores, attention-edge masking, similarity, projection, run_analysis."""
+"""Mechanism analyses: flow scores, attention-edge masking, similarity, projection, compute functions."""
 
 import logging
 import sys
@@ -11,17 +11,19 @@ import torch
 from anchorlab.analysis.attention import (attention_patterns, flow_scores, flow_summary, role_positions,
                                           sample_inputs)
 from anchorlab.analysis.masking import (Edge, EdgeMask, edge_mask, mask_accuracy, masked_run, standard_masks)
-from anchorlab.analysis.mechanism import ANALYSES, compare_runs, make_options, run_analysis
+from anchorlab.analysis.mechanism import (FlowOptions, MaskAnchor2Options, MaskKeyOptions, compare_runs,
+                                          compute_flow, compute_mask_anchor2, compute_mask_key)
 from anchorlab.analysis.projection import embed_2d, pca_2d, subsample_index
 from anchorlab.analysis.similarity import (ao_similarity, cosine_heatmap, equal_target_contrast, filler_rows,
                                            probe_tokens, v_similarity)
-from anchorlab.config import ConfigError, ModelConfig, TaskConfig, dump_config, experiment_from_dict
+from anchorlab.config import ConfigError, ModelConfig, dump_config, experiment_from_dict
 from anchorlab.model.hooks import hooks, run_with_cache
 from anchorlab.model.init import apply_init_rate
 from anchorlab.model.transformer import build_model
-from anchorlab.tasks.anchor import AnchorTask
+from anchorlab.tasks.anchor import AnchorTask, AnchorTaskConfig
+from anchorlab.train import init_model, load_run
 
-TASK = AnchorTask(TaskConfig(n_train=256, n_eval_per_group=16))
+TASK = AnchorTask(AnchorTaskConfig(n_train=256, n_eval_per_group=16))
 
 
 def _model(arch="neurips", n_layers=2, seed=0):
@@ -289,7 +291,6 @@ def test_tsne_separates_far_clusters():
 # ---------------------------------------------------------- analyses end to end
 def _tiny_run(path, seed):
     from anchorlab.train.checkpoint import save_weights
-    from anchorlab.train import init_model
 
     cfg = experiment_from_dict({}, [f"init.gamma={0.3 + 0.4 * seed}", "model.d_model=32", "model.d_head=16",
                                     "model.d_ff=64", f"train.init_seed={seed}", "task.n_train=256"])
@@ -302,47 +303,45 @@ def _tiny_run(path, seed):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    """Two initialised (untrained) runs on disk: gamma 0.3 and 0.7, no final.json."""
     base = tmp_path_factory.mktemp("runs")
     return [_tiny_run(base / "a", 0), _tiny_run(base / "b", 1)]
 
 
-SMALL = {"flow": {}, "flow-scores": {"n_inputs": 64}, "mask-key": {"n_per_pair": 5, "method": "pca", "n_accuracy": 8},
-         "mask-anchor2": {"g_values": "40..42", "n_draws": 1, "n_accuracy": 8},
-         "tsne-ao1": {"n_inputs": 80, "max_points": 40, "method": "pca"},
-         "cos-ao2": {"keys": "30,31,32,33,34,35,36", "n_draws": 1}, "cos-v2": {"n_draws": 2, "center": "true"}}
+def test_flow_tables_describe_the_paper_example(runs):
+    run = load_run(runs[0])
+    t = compute_flow(run, FlowOptions())
+    edges, inp = t["edges"], t["input"]
+    assert list(t) == ["edges", "input"]
+    assert edges.groupby(["layer", "query"]).weight.sum().between(0.999, 1.001).all()
+    assert len(edges) == 2 * 9 * 10 // 2                              # layers x causal (query, source) pairs
+    assert list(edges[edges.source_role == "key"].source_token.unique()) == [99]  # the NeurIPS example input
+    assert inp.token.tolist() == [35, 63, 99, 4, 3, 38, 42, 36, 62]
+    assert inp.role.tolist()[2:5] == ["key", "anchor1", "anchor2"] and inp.role.iloc[-1] == "last"
+    assert inp.target.iloc[-1] == 99 + TASK.inferential_shift((4, 3)) and inp.target.iloc[:-1].isna().all()
+    with torch.no_grad():
+        want = run.model(torch.tensor([inp.token.tolist()]))[0].argmax(-1).tolist()
+    assert inp.prediction.tolist() == want
+    one_head = compute_flow(run, FlowOptions(head=0))["edges"]     # the only head: equals the mean
+    assert run.cfg.model.n_heads == 1 and set(edges["head"]) == {"mean"} and set(one_head["head"]) == {"0"}
+    assert np.allclose(one_head.weight, edges.weight)
+    with pytest.raises(ConfigError, match="^head: must be in 0..0"):
+        compute_flow(run, FlowOptions(head=1))
+    with pytest.raises(ConfigError, match="^tokens: expected 9 tokens"):
+        compute_flow(run, FlowOptions(tokens=(1, 2, 3), key_pos=0))
 
 
-def test_run_analysis_writes_png_and_csv(runs, tmp_path):
-    assert set(SMALL) == set(ANALYSES)
-    for name, opts in SMALL.items():
-        paths = run_analysis(runs[0], name, tmp_path, **opts)
-        assert paths["png"] == tmp_path / f"{name}.png" and paths["png"].stat().st_size > 1000
-        for p in paths.values():
-            assert p.exists()
-        df = pd.read_csv(paths["csv"])
-        assert len(df) > 0
-    assert len(pd.read_csv(tmp_path / "mask-key.csv")) == 16 * 5
-    acc = pd.read_csv(tmp_path / "mask-key_accuracy.csv")
-    assert set(acc["mask"]) == {"none", "key", "anchor2"}
-    flow = pd.read_csv(tmp_path / "flow.csv")
-    assert flow.groupby(["layer", "query"]).weight.sum().between(0.999, 1.001).all()
-    assert list(flow[flow.source_role == "key"].source_token.unique()) == [99]  # the NeurIPS example input
-    g = pd.read_csv(tmp_path / "mask-anchor2.csv")
-    assert sorted(g.row_g.unique()) == [40, 41, 42] and len(g) == (3 * 4) ** 2
-
-
-def test_options_are_validated(runs, tmp_path):
-    opts = make_options(ANALYSES["cos-ao2"][0], {"keys": "30..33", "lower": "3,3;2,2", "upper": "1,2;1,3",
-                                                 "layer": "none", "center": "false"})
-    assert opts.keys == (30, 31, 32, 33) and opts.lower == ((3, 3), (2, 2)) and opts.layer is None
-    with pytest.raises(ConfigError, match="unknown option"):
-        run_analysis(runs[0], "flow", tmp_path, n_bogus=3)
-    with pytest.raises(ConfigError, match="analysis"):
-        run_analysis(runs[0], "nope", tmp_path)
-    with pytest.raises(ConfigError, match="method"):
-        run_analysis(runs[0], "tsne-ao1", tmp_path, method="umap")
-    with pytest.raises(ConfigError, match="keys"):
-        run_analysis(runs[0], "cos-ao2", tmp_path, keys="5,6")
+def test_masking_tables(runs):
+    run = load_run(runs[0])
+    t = compute_mask_key(run, MaskKeyOptions(n_per_pair=5, method="pca", n_accuracy=8))
+    assert list(t) == ["embedding", "accuracy"]
+    assert len(t["embedding"]) == 16 * 5 and (t["embedding"].groupby("pair").size() == 5).all()
+    assert set(t["embedding"].hook) == {"blocks.1.hook_do"}
+    assert set(t["accuracy"]["mask"]) == {"none", "key", "anchor2"}
+    g = compute_mask_anchor2(run, MaskAnchor2Options(g_values=(40, 41, 42), n_draws=1, n_accuracy=8))
+    assert list(g) == ["cosine", "summary", "accuracy"]
+    assert sorted(g["cosine"].row_g.unique()) == [40, 41, 42] and len(g["cosine"]) == (3 * 4) ** 2
+    assert g["summary"].metric.tolist() == ["equal_g_contrast"] and np.isfinite(g["summary"].value).all()
 
 
 def test_compare_runs_side_by_side(runs):
@@ -355,3 +354,6 @@ def test_compare_runs_side_by_side(runs):
     assert df[flow_cols].apply(lambda s: s.between(0, 1)).all().all()
     contrast = [c for c in df.columns if c.startswith("contrast")]
     assert len(contrast) == 6 and np.isfinite(df[contrast].to_numpy()).all()
+    # loaded runs give the same row as directories
+    again = compare_runs([load_run(runs[1])], n_inputs=32, n_draws=1)
+    pd.testing.assert_frame_equal(again, df.iloc[[1]].reset_index(drop=True))

@@ -1,31 +1,33 @@
 """Complexity figures (NeurIPS Fig. 5 / Fig. 7; journal Fig. 5A-C, Fig. 10). Drawing only:
 the numbers come from :mod:`anchorlab.analysis.condensation`, ``.embedding`` and ``.spectra``.
 
-Every function draws on ``ax`` when given (else a new figure) and returns the Figure.
+Every ``plot_*`` function draws on ``ax`` when given (else a new figure) and returns the Figure.
+The ``*_figure(tables, opts, label)`` functions draw the tables of one analysis of
+:mod:`anchorlab.analysis.complexity` (the registry calls them).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import matplotlib
+import numpy as np
+import pandas as pd
+import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
-
-from ..config import ConfigError  # noqa: E402
+from ..config import ConfigError
 
 log = logging.getLogger(__name__)
 
 
-def _axes(ax: plt.Axes | None, figsize: tuple[float, float]) -> tuple[plt.Figure, plt.Axes]:
+def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
     if ax is None:
-        fig, ax = plt.subplots(figsize=figsize)
-        return fig, ax
+        fig = Figure(figsize=figsize)
+        return fig, fig.subplots()
     return ax.figure, ax
 
 
@@ -36,8 +38,8 @@ def _need(df: pd.DataFrame, cols: Sequence[str], arg: str = "df") -> None:
 
 
 def plot_cosine_heatmap(C: torch.Tensor | np.ndarray, order: torch.Tensor | np.ndarray | None = None,
-                        ax: plt.Axes | None = None, title: str = "cosine similarity of input weights",
-                        colorbar: bool = True) -> plt.Figure:
+                        ax: Axes | None = None, title: str = "cosine similarity of input weights",
+                        colorbar: bool = True) -> Figure:
     """Heatmap of a cosine matrix ``C`` (n, n) on a fixed [-1, 1] diverging scale; rows and
     columns permuted by ``order`` (n,) (e.g. from ``condensation_order``) when given."""
     c = C.detach().cpu().numpy() if isinstance(C, torch.Tensor) else np.asarray(C)
@@ -58,8 +60,8 @@ def plot_cosine_heatmap(C: torch.Tensor | np.ndarray, order: torch.Tensor | np.n
     return fig
 
 
-def plot_embedding_pca(df: pd.DataFrame, ax: plt.Axes | None = None, x: str = "pc1", y: str = "pc2",
-                       arrow_steps: Sequence[int] = (), title: str | None = None) -> plt.Figure:
+def plot_embedding_pca(df: pd.DataFrame, ax: Axes | None = None, x: str = "pc1", y: str = "pc2",
+                       arrow_steps: Sequence[int] = (), title: str | None = None) -> Figure:
     """Tokens at their PCA coordinates (from ``embedding_pca``), each labelled by its value.
 
     ``arrow_steps`` (e.g. ``(3, 4)``) draws, per step s, an arrow from the smallest token v to
@@ -70,7 +72,7 @@ def plot_embedding_pca(df: pd.DataFrame, ax: plt.Axes | None = None, x: str = "p
     for t, px, py in zip(df["token"], df[x], df[y]):
         ax.annotate(str(int(t)), (px, py), fontsize=7, ha="center", va="center")
     pos = {int(t): (px, py) for t, px, py in zip(df["token"], df[x], df[y])}
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, s in enumerate(arrow_steps):
         start = next((v for v in sorted(pos) if v + s in pos), None)
         if start is None:
@@ -96,8 +98,8 @@ def plot_embedding_pca(df: pd.DataFrame, ax: plt.Axes | None = None, x: str = "p
     return fig
 
 
-def plot_covariance_spectrum(spectra_by_step: pd.DataFrame, ax: plt.Axes | None = None, top_k: int = 10,
-                             log_y: bool = True, title: str = "embedding covariance eigenvalues") -> plt.Figure:
+def plot_covariance_spectrum(spectra_by_step: pd.DataFrame, ax: Axes | None = None, top_k: int = 10,
+                             log_y: bool = True, title: str = "embedding covariance eigenvalues") -> Figure:
     """Eigenvalues over training from a tidy ``step, index, eigenvalue`` table
     (``covariance_spectra_by_step``): one line per eigenvalue index 1..top_k. With a single
     step, eigenvalue against index instead."""
@@ -110,7 +112,7 @@ def plot_covariance_spectrum(spectra_by_step: pd.DataFrame, ax: plt.Axes | None 
         ax.plot(d["index"], d["eigenvalue"], "o-")
         ax.set_xlabel("eigenvalue index")
     else:
-        cmap = plt.get_cmap("viridis")
+        cmap = matplotlib.colormaps["viridis"]
         idx = sorted(d["index"].unique())
         for j, i in enumerate(idx):
             g = d[d["index"] == i].sort_values("step")
@@ -127,9 +129,9 @@ def plot_covariance_spectrum(spectra_by_step: pd.DataFrame, ax: plt.Axes | None 
 
 
 def plot_stable_rank_bubbles(df: pd.DataFrame, x: str = "optim.weight_decay", y: str = "init.gamma",
-                             size: str = "phase", color: str = "stable_rank", ax: plt.Axes | None = None,
+                             size: str = "phase", color: str = "stable_rank", ax: Axes | None = None,
                              size_scale: float = 120.0, cmap: str = "viridis",
-                             title: str = "stable rank of $W^{Q(1)}$") -> plt.Figure:
+                             title: str = "stable rank of $W^{Q(1)}$") -> Figure:
     """Journal Fig. 5C: one bubble per (x, y) cell, area ~ ``size`` (the phase index), colour =
     ``color`` (stable rank). Rows sharing a cell (seeds) are averaged for display; rows with a
     missing value are dropped with a warning."""
@@ -157,3 +159,50 @@ def plot_stable_rank_bubbles(df: pd.DataFrame, x: str = "optim.weight_decay", y:
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     return fig
+
+
+def plot_stable_rank_bars(table: pd.DataFrame, ax: Axes | None = None,
+                          title: str = "stable rank of every matrix") -> Figure:
+    """Horizontal bars of ``stable_rank`` per ``name`` (a ``stable_rank_table``), in table order."""
+    _need(table, ["name", "stable_rank"], "table")
+    fig, ax = _axes(ax, (7, max(3.0, 0.22 * len(table))))
+    ax.barh(table["name"], table["stable_rank"])
+    ax.set_xlabel("stable rank ||W||_F^2 / ||W||_2^2")
+    ax.invert_yaxis()
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------ one figure per analysis
+Tables = Mapping[str, pd.DataFrame]
+
+
+def condensation_figure(tables: Tables, opts: Any, label: str) -> Figure:
+    """``condensation``: the long ``cosine`` table (already in clustered order) as a heatmap."""
+    cos = tables["cosine"]
+    C = cos.pivot(index="i", columns="j", values="cosine").to_numpy()
+    return plot_cosine_heatmap(C, order=np.arange(len(C)),
+                               title=f"{label}\n{opts.param}: cosine of rows (clustered order)")
+
+
+def embedding_figure(tables: Tables, opts: Any, label: str) -> Figure:
+    """``embedding``: tokens in the PC plane, with a +s arrow for each ``diff_consistency`` step."""
+    pca, summary = tables["pca"], tables["summary"]
+    steps = [int(s) for s in summary[summary.metric == "diff_consistency"].step]
+    if "explained_variance_ratio" not in pca.attrs:  # tables read back from CSV
+        ratio = summary[summary.metric.str.startswith("explained_variance_ratio_")].value
+        pca = pca.copy()
+        pca.attrs["explained_variance_ratio"] = [float(v) for v in ratio]
+    return plot_embedding_pca(pca, arrow_steps=steps, title=f"{label}: token embeddings (PCA)")
+
+
+def cov_spectrum_figure(tables: Tables, opts: Any, label: str) -> Figure:
+    """``cov-spectrum``: eigenvalue against index (one step) or over steps."""
+    return plot_covariance_spectrum(tables["spectrum"], top_k=opts.top_k,
+                                    title=f"{label}: embedding covariance eigenvalues")
+
+
+def stable_rank_figure(tables: Tables, opts: Any, label: str) -> Figure:
+    """``stable-rank``: one bar per 2-D parameter."""
+    return plot_stable_rank_bars(tables["stable_rank"], title=f"{label}: stable rank of every matrix")

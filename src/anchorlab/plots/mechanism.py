@@ -1,21 +1,26 @@
 """Mechanism figures (draw only): information flow, 2-D embeddings, cosine heatmaps.
 
 Data come from :mod:`anchorlab.analysis.attention`, ``.projection`` and
-``.similarity``; nothing here computes results.
+``.similarity``; nothing here computes results. The ``*_figure(tables, opts,
+label)`` functions draw the tables of one analysis of
+:mod:`anchorlab.analysis.mechanism` (the registry calls them); the
+``plot_*`` functions are the building blocks they use.
 """
 
 from __future__ import annotations
 
 import colorsys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
+Tables = Mapping[str, pd.DataFrame]
 
 ROLE_COLOURS = {"key": "tab:red", "anchor1": "tab:blue", "anchor2": "tab:green"}
 
@@ -28,7 +33,7 @@ def pair_colours(pairs: Sequence[str]) -> dict[str, tuple[float, float, float]]:
     groups: dict[frozenset, list[str]] = {}
     for p in dict.fromkeys(pairs):
         groups.setdefault(frozenset(p), []).append(p)
-    cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")
+    cmap = matplotlib.colormaps["tab10" if len(groups) <= 10 else "tab20"]
     out = {}
     for gi, members in enumerate(groups.values()):
         r, g, b = cmap(gi % cmap.N)[:3]
@@ -40,7 +45,7 @@ def pair_colours(pairs: Sequence[str]) -> dict[str, tuple[float, float, float]]:
 
 
 def plot_information_flow(pattern_per_layer: np.ndarray, tokens: Sequence[int], prediction: Sequence[int] | int,
-                          key_pos: int, threshold: float = 0.05, title: str | None = None) -> plt.Figure:
+                          key_pos: int, threshold: float = 0.05, title: str | None = None) -> Figure:
     """Tokens as nodes, one row per layer; a line from token j (row l) to
     token k (row l+1) with width ~ ``pattern_per_layer[l, k, j]``.
 
@@ -52,7 +57,8 @@ def plot_information_flow(pattern_per_layer: np.ndarray, tokens: Sequence[int], 
     P = np.asarray(pattern_per_layer, dtype=float)
     L, T, _ = P.shape
     role = {key_pos: "key", key_pos + 1: "anchor1", key_pos + 2: "anchor2"}
-    fig, ax = plt.subplots(figsize=(1.0 * T + 1.5, 1.3 * (L + 1) + 1))
+    fig = Figure(figsize=(1.0 * T + 1.5, 1.3 * (L + 1) + 1))
+    ax = fig.subplots()
     for l in range(L):
         for k in range(T):
             for j in range(k + 1):
@@ -82,7 +88,7 @@ def plot_information_flow(pattern_per_layer: np.ndarray, tokens: Sequence[int], 
     ax.set_ylim(-0.9, L + 0.9)
     for s in ("top", "right"):
         ax.spines[s].set_visible(False)
-    handles = [plt.Line2D([], [], color=c, lw=3, label=r) for r, c in ROLE_COLOURS.items()]
+    handles = [Line2D([], [], color=c, lw=3, label=r) for r, c in ROLE_COLOURS.items()]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     ax.set_title(title or "information flow (line width = attention weight)")
     fig.tight_layout()
@@ -90,11 +96,12 @@ def plot_information_flow(pattern_per_layer: np.ndarray, tokens: Sequence[int], 
 
 
 def plot_flow_scores(summary: pd.DataFrame, edges: Sequence[str] | None = None, title: str | None = None
-                     ) -> plt.Figure:
+                     ) -> Figure:
     """Grouped bars of head-averaged flow scores: DataFrame(layer, edge, score)."""
     edges = list(edges or dict.fromkeys(summary.edge))
     layers = sorted(set(summary.layer))
-    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(edges), 3.4))
+    fig = Figure(figsize=(1.2 + 0.9 * len(edges), 3.4))
+    ax = fig.subplots()
     width = 0.8 / max(len(layers), 1)
     for i, l in enumerate(layers):
         s = summary[summary.layer == l].set_index("edge").score.reindex(edges)
@@ -110,11 +117,12 @@ def plot_flow_scores(summary: pd.DataFrame, edges: Sequence[str] | None = None, 
     return fig
 
 
-def plot_embedding(df: pd.DataFrame, title: str | None = None, point_size: float = 6.0) -> plt.Figure:
+def plot_embedding(df: pd.DataFrame, title: str | None = None, point_size: float = 6.0) -> Figure:
     """Scatter of DataFrame(pair, x, y) coloured by pair (mirror pairs in shades of one hue)."""
     pairs = sorted(set(df.pair))
     cols = pair_colours(pairs)
-    fig, ax = plt.subplots(figsize=(6.2, 5))
+    fig = Figure(figsize=(6.2, 5))
+    ax = fig.subplots()
     for p in pairs:
         d = df[df.pair == p]
         ax.scatter(d.x, d.y, s=point_size, color=cols[p], label=f"({p[0]},{p[1:]})" if len(p) == 2 else p,
@@ -131,13 +139,14 @@ def plot_embedding(df: pd.DataFrame, title: str | None = None, point_size: float
 def plot_cosine_heatmap(C: np.ndarray, row_labels: Sequence, col_labels: Sequence,
                         box_mask: np.ndarray | None = None, groups: Sequence[tuple[int, int]] | None = None,
                         title: str | None = None, xlabel: str = "", ylabel: str = "",
-                        annotations: Sequence[tuple[float, float, str]] = ()) -> plt.Figure:
+                        annotations: Sequence[tuple[float, float, str]] = ()) -> Figure:
     """Heatmap of a cosine matrix (NaN cells blank) with red boxes on
     ``box_mask`` cells and around the diagonal blocks ``groups`` ([start, stop))."""
     C = np.asarray(C, dtype=float)
     n, m = C.shape
     size = min(max(4.0, 0.32 * max(n, m) + 2), 14)
-    fig, ax = plt.subplots(figsize=(size + 1.2, size))
+    fig = Figure(figsize=(size + 1.2, size))
+    ax = fig.subplots()
     im = ax.imshow(np.ma.masked_invalid(C), cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="cosine similarity")
     if box_mask is not None:
@@ -157,5 +166,85 @@ def plot_cosine_heatmap(C: np.ndarray, row_labels: Sequence, col_labels: Sequenc
     return fig
 
 
+# ------------------------------------------------------------ one figure per analysis
+FLOW_SCORE_EDGES = ("last->key", "last->anchor1", "last->anchor2", "last->anchors", "anchor1->key", "anchor2->key",
+                    "anchors->key", "anchor2->anchor1")
+
+
+def flow_figure(tables: Tables, opts: Any, label: str) -> Figure:
+    """``flow``: the ``edges`` table as an (L, T, T) pattern, the ``input`` table as tokens and outputs."""
+    edges, inp = tables["edges"], tables["input"].sort_values("position")
+    L, T = int(edges.layer.max()) + 1, len(inp)
+    P = np.zeros((L, T, T))
+    P[edges.layer.to_numpy(), edges["query"].to_numpy(), edges.source.to_numpy()] = edges.weight.to_numpy()
+    role = dict(zip(inp.role, inp.token))
+    kp = int(inp.position[inp.role == "key"].iloc[0])
+    last = inp.iloc[-1]
+    desc = f"key {role['key']}, anchors ({role['anchor1']}, {role['anchor2']}), output {last.prediction}"
+    if not pd.isna(last.target):
+        desc += f" (inferential target {last.target})"
+    return plot_information_flow(P, inp.token.tolist(), inp.prediction.tolist(), kp, opts.threshold,
+                                 title=f"{label}: {desc}")
+
+
+def flow_scores_figure(tables: Tables, opts: Any, label: str) -> Figure:
+    """``flow-scores``: bars of the head-averaged ``summary`` table."""
+    return plot_flow_scores(tables["summary"], FLOW_SCORE_EDGES, title=f"{label}: mean attention between roles")
+
+
+def _embedding_title(df: pd.DataFrame, method: str, what: str) -> str:
+    return f"{method} of {df.hook.iloc[0]} (last position{what})"
+
+
+def mask_key_figure(tables: Tables, opts: Any, label: str) -> Figure:
+    """``mask-key``: the ``embedding`` table coloured by pair."""
+    df = tables["embedding"]
+    return plot_embedding(df, title=f"{label}: {_embedding_title(df, opts.method, '')}, key masked")
+
+
+def tsne_ao1_figure(tables: Tables, opts: Any, label: str) -> Figure:
+    """``tsne-ao1``: the ``embedding`` table coloured by pair."""
+    df = tables["embedding"]
+    return plot_embedding(df, title=f"{label}: {_embedding_title(df, opts.method, f', {len(df)} inputs')}")
+
+
+def mask_anchor2_figure(tables: Tables, opts: Any, label: str) -> Figure:
+    """``mask-anchor2``: the ``cosine`` table as an (N, N) matrix, equal-g blocks boxed."""
+    from ..analysis.similarity import square_matrix
+
+    df, summary = tables["cosine"], tables["summary"]
+    C, labels, groups = square_matrix(df)
+    c = float(summary.set_index("metric").value["equal_g_contrast"])
+    return plot_cosine_heatmap(C, labels, labels, groups=groups, xlabel="(g, a1, x)", ylabel="(g, a1, x)",
+                               title=f"{label}: {df.hook.iloc[0]}, second anchor masked; equal-g contrast {c:.3f}")
+
+
+def _probe_figure(tables: Tables, title: str, axis: str) -> Figure:
+    """Composite triangles of a probe-similarity table (lower block below the diagonal, upper above)."""
+    from ..analysis.similarity import compose_triangles
+
+    df, summary = tables["cosine"], tables["summary"]
+    H, box, keys = compose_triangles(df)
+    row_col = next(c for c in df.columns if c.startswith("row_") and c not in ("row_key", "row_target"))
+    col_col = row_col.replace("row_", "col_")
+    first = df.drop_duplicates("block")
+    note = "; ".join(f"{r.block}: rows {axis} {getattr(r, row_col)} vs cols {axis} {getattr(r, col_col)}"
+                     for r in first.itertuples())
+    c = float(summary[summary.block == "all"].value.iloc[0])
+    return plot_cosine_heatmap(H, keys, keys, box_mask=box, xlabel="key x (columns)", ylabel="key y (rows)",
+                               title=f"{title}\n{note}; contrast {c:.3f}")
+
+
+def cos_ao2_figure(tables: Tables, opts: Any, label: str) -> Figure:
+    """``cos-ao2``: X_ao(2) cosines, equal inferential targets boxed."""
+    return _probe_figure(tables, f"{label}: X_ao(2) at the last position", "pair")
+
+
+def cos_v2_figure(tables: Tables, opts: Any, label: str) -> Figure:
+    """``cos-v2``: V(2) cosines, equal single-anchor values boxed."""
+    return _probe_figure(tables, f"{label}: V(2) at the first anchor", "anchor")
+
+
 __all__ = ["pair_colours", "plot_information_flow", "plot_flow_scores", "plot_embedding", "plot_cosine_heatmap",
-           "ROLE_COLOURS"]
+           "ROLE_COLOURS", "FLOW_SCORE_EDGES", "flow_figure", "flow_scores_figure", "mask_key_figure",
+           "tsne_ao1_figure", "mask_anchor2_figure", "cos_ao2_figure", "cos_v2_figure"]

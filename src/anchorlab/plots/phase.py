@@ -18,34 +18,27 @@ from pathlib import Path
 from typing import Sequence
 
 import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
+from matplotlib.patches import Patch, Rectangle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.patches import Patch, Rectangle  # noqa: E402
-
-from ..config import ConfigError  # noqa: E402
-from ..eval.phases import PhaseThresholds  # noqa: E402
-from ..sweep.aggregate import pivot_grid  # noqa: E402
+from ..config import ConfigError
+from ..eval.phases import PhaseThresholds
+from ..sweep.aggregate import pivot_grid
+from .training import save_figure
 
 PHASE_COLORS = {"1": "#d9d9d9", "2n": "#fdd0a2", "2c": "#fff2ae", "2": "#fde0b0", "3": "#c7e9c0"}
 PHASE_NAMES = {"1": "phase 1 (poor ID)", "2n": "phase 2, non-commutative", "2c": "phase 2, commutative",
                "2": "phase 2", "3": "phase 3 (good ID and OOD)"}
 
 
-def save(fig: plt.Figure, path_without_ext: str | Path, formats: Sequence[str] = ("png", "pdf"),
+def save(fig: Figure, path_without_ext: str | Path, formats: Sequence[str] = ("png", "pdf"),
          dpi: int = 150) -> list[Path]:
-    """Write ``fig`` as ``<path>.png`` and ``<path>.pdf`` (atomically), close it, return the paths."""
-    from ..io import atomic_write
-
-    out = []
-    for ext in formats:
-        p = Path(f"{path_without_ext}.{ext}")
-        atomic_write(p, lambda tmp, e=ext: fig.savefig(tmp, format=e, dpi=dpi, bbox_inches="tight"))
-        out.append(p)
-    plt.close(fig)
-    return out
+    """Write ``fig`` as ``<path>.png`` and ``<path>.pdf`` (atomically) at ``dpi``; return the paths."""
+    return save_figure(fig, path_without_ext, formats, dpi=dpi)
 
 
 def _fmt(v: object) -> str:
@@ -60,11 +53,11 @@ def _need(table: pd.DataFrame, *cols: str) -> None:
             raise ConfigError(f"column {c!r} not in table; columns: {', '.join(map(str, table.columns))}")
 
 
-def _heatmap(ax: plt.Axes, grid: pd.DataFrame, vmin: float = 0.0, vmax: float = 1.0,
-             cmap: str = "viridis", annotate: bool = True) -> matplotlib.image.AxesImage:
+def _heatmap(ax: Axes, grid: pd.DataFrame, vmin: float = 0.0, vmax: float = 1.0,
+             cmap: str = "viridis", annotate: bool = True) -> AxesImage:
     """Draw a (n_y, n_x) grid with cell (i, j) centred at (j, i); NaN cells grey."""
     values = grid.to_numpy(dtype=float)
-    cm = plt.get_cmap(cmap).with_extremes(bad="#bdbdbd")
+    cm = matplotlib.colormaps[cmap].with_extremes(bad="#bdbdbd")
     im = ax.imshow(np.ma.masked_invalid(values), origin="lower", cmap=cm, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xticks(range(grid.shape[1]), [_fmt(v) for v in grid.columns])
     ax.set_yticks(range(grid.shape[0]), [_fmt(v) for v in grid.index])
@@ -77,7 +70,7 @@ def _heatmap(ax: plt.Axes, grid: pd.DataFrame, vmin: float = 0.0, vmax: float = 
     return im
 
 
-def _hatch(ax: plt.Axes, mask: np.ndarray, hatch: str = "///") -> None:
+def _hatch(ax: Axes, mask: np.ndarray, hatch: str = "///") -> None:
     for i, j in zip(*np.nonzero(mask)):
         ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch=hatch, edgecolor="white",
                                linewidth=0))
@@ -85,7 +78,7 @@ def _hatch(ax: plt.Axes, mask: np.ndarray, hatch: str = "///") -> None:
 
 def plot_neurips_fig2(table: pd.DataFrame, x: str = "init.gamma", y: str = "model.n_layers",
                       symmetric: str = "ood_symmetric_acc", inferential: str = "ood_inferential_acc",
-                      id_col: str = "id_acc", id_threshold: float = 0.9) -> plt.Figure:
+                      id_col: str = "id_acc", id_threshold: float = 0.9) -> Figure:
     """Two heatmaps (symmetric, inferential mapping) over ``x`` (gamma) x ``y`` (depth).
 
     ``table``: one row per cell (the output of ``sweep.aggregate.aggregate``). For the
@@ -93,7 +86,8 @@ def plot_neurips_fig2(table: pd.DataFrame, x: str = "init.gamma", y: str = "mode
     """
     _need(table, x, y, symmetric, inferential, id_col)
     poor = pivot_grid(table, x, y, id_col).to_numpy(dtype=float) < id_threshold
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    fig = Figure(figsize=(11, 4.2))
+    axes = fig.subplots(1, 2, sharey=True)
     for ax, col, title in zip(axes, (symmetric, inferential), ("(a) symmetric mapping", "(b) inferential mapping")):
         im = _heatmap(ax, pivot_grid(table, x, y, col))
         _hatch(ax, poor)
@@ -108,7 +102,7 @@ def plot_neurips_fig2(table: pd.DataFrame, x: str = "init.gamma", y: str = "mode
     return fig
 
 
-def _bands(ax: plt.Axes, xs: np.ndarray, labels: Sequence[object]) -> list[str]:
+def _bands(ax: Axes, xs: np.ndarray, labels: Sequence[object]) -> list[str]:
     """Colour [midpoint left, midpoint right] around each x by its phase label."""
     edges = np.concatenate([[xs[0] - (xs[1] - xs[0]) / 2 if len(xs) > 1 else xs[0] - 0.5],
                             (xs[1:] + xs[:-1]) / 2,
@@ -126,7 +120,7 @@ def _bands(ax: plt.Axes, xs: np.ndarray, labels: Sequence[object]) -> list[str]:
 
 
 def plot_phase_vs_gamma(table: pd.DataFrame, x: str = "init.gamma", id_col: str = "id_acc",
-                        ood_col: str = "ood_acc", phase_col: str = "phase_label") -> plt.Figure:
+                        ood_col: str = "ood_acc", phase_col: str = "phase_label") -> Figure:
     """ID (blue) and OOD (red) accuracy vs ``x``, error bars from ``<col>_std`` when present,
     on background bands coloured by ``phase_col`` (from ``eval.phases.classify_phases``)."""
     _need(table, x, id_col, ood_col, phase_col)
@@ -134,7 +128,8 @@ def plot_phase_vs_gamma(table: pd.DataFrame, x: str = "init.gamma", id_col: str 
         raise ConfigError(f"plot_phase_vs_gamma: several rows per {x}; select one value of the other axes")
     t = table.sort_values(x)
     xs = t[x].to_numpy(dtype=float)
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    fig = Figure(figsize=(6.5, 3.8))
+    ax = fig.subplots()
     seen = _bands(ax, xs, list(t[phase_col]))
     for col, color, label in ((id_col, "tab:blue", "ID"), (ood_col, "tab:red", "OOD")):
         err = t[f"{col}_std"].to_numpy(dtype=float) if f"{col}_std" in t.columns else None
@@ -152,11 +147,12 @@ def plot_phase_vs_gamma(table: pd.DataFrame, x: str = "init.gamma", id_col: str 
 
 def plot_ood_heatmap(table: pd.DataFrame, x: str = "init.gamma", y: str = "optim.weight_decay",
                      ood_col: str = "ood_acc", id_col: str = "id_acc", comm_col: str = "commutativity",
-                     thresholds: PhaseThresholds = PhaseThresholds()) -> plt.Figure:
+                     thresholds: PhaseThresholds = PhaseThresholds()) -> Figure:
     """OOD accuracy over ``x`` x ``y``; hatched where ``id_col`` < id threshold, green
     triangles where ``comm_col`` < commutativity threshold (journal Fig. 3B)."""
     _need(table, x, y, ood_col, id_col)
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    fig = Figure(figsize=(6.5, 4.5))
+    ax = fig.subplots()
     im = _heatmap(ax, pivot_grid(table, x, y, ood_col), cmap="RdYlBu_r")
     _hatch(ax, pivot_grid(table, x, y, id_col).to_numpy(dtype=float) < thresholds.id_threshold)
     handles = [Patch(facecolor="none", edgecolor="k", hatch="///",
@@ -176,7 +172,7 @@ def plot_ood_heatmap(table: pd.DataFrame, x: str = "init.gamma", y: str = "optim
 
 
 def plot_run_history(history: pd.DataFrame, metrics: Sequence[str] | None = None,
-                     loss: str = "train_loss") -> plt.Figure:
+                     loss: str = "train_loss") -> Figure:
     """A run's history (one row per step, from ``sweep.aggregate.history_table`` or final.json):
     ``loss`` on a log scale (left, if present) and accuracies (right)."""
     _need(history, "step")
@@ -184,7 +180,8 @@ def plot_run_history(history: pd.DataFrame, metrics: Sequence[str] | None = None
         metrics = [m for m in ("train_acc", "id_acc", "ood_inferential_acc", "ood_symmetric_acc",
                                "commutativity") if m in history.columns]
     has_loss = loss in history.columns
-    fig, axes = plt.subplots(1, 2 if has_loss else 1, figsize=(10 if has_loss else 5.5, 3.6), squeeze=False)
+    fig = Figure(figsize=(10 if has_loss else 5.5, 3.6))
+    axes = fig.subplots(1, 2 if has_loss else 1, squeeze=False)
     if has_loss:
         a = axes[0][0]
         y = history[loss].to_numpy(dtype=float)

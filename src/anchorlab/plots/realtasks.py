@@ -1,7 +1,7 @@
 """Journal Fig. 7A,B: exact match on SCAN / COGS vs training-set size (draw only).
 
-Input is a tidy table with one row per run (see
-:func:`anchorlab.seq2seq_train.final_table`) and a ``setting`` column naming
+Input is a tidy table with one row per run (its final metrics, e.g. from
+each run's final.json) and a ``setting`` column naming
 the init / weight-decay setting; runs that share dataset, setting and
 train_size (seeds) are averaged, and the spread is drawn as a band.
 """
@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import matplotlib
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from ..config import ConfigError  # noqa: E402
+from ..config import ConfigError
 
 TITLES = {"scan": "SCAN addprim_turn_left", "cogs": "COGS"}
 STYLES = {"ood_exact": ("-", "o", "OOD"), "id_exact": ("--", "s", "ID")}
@@ -24,7 +21,7 @@ STYLES = {"ood_exact": ("-", "o", "OOD"), "id_exact": ("--", "s", "ID")}
 
 def plot_exact_vs_train_size(df: pd.DataFrame, metrics: Sequence[str] = ("ood_exact", "id_exact"),
                              datasets: Sequence[str] | None = None, setting_col: str = "setting",
-                             colors: dict[str, str] | None = None) -> plt.Figure:
+                             colors: dict[str, str] | None = None) -> Figure:
     """One panel per dataset: exact match vs train_size, one colour per setting.
 
     ``df`` needs columns ``dataset``, ``train_size``, ``setting_col`` and each of
@@ -37,7 +34,8 @@ def plot_exact_vs_train_size(df: pd.DataFrame, metrics: Sequence[str] = ("ood_ex
     settings = list(dict.fromkeys(df[setting_col]))
     palette = colors or {s: c for s, c in zip(settings, ["tab:blue", "tab:red", "tab:green", "tab:purple",
                                                          "tab:orange", "tab:brown"])}
-    fig, axes = plt.subplots(1, len(datasets), figsize=(4.6 * len(datasets), 3.6), squeeze=False)
+    fig = Figure(figsize=(4.6 * len(datasets), 3.6))
+    axes = fig.subplots(1, len(datasets), squeeze=False)
     for ax, ds in zip(axes[0], datasets):
         sub = df[df["dataset"] == ds]
         for setting in settings:

@@ -10,14 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-from ..config import ConfigError  # noqa: E402
+from ..config import ConfigError
 
 HATCH = "///"
 
@@ -36,7 +34,7 @@ def _init_label(gamma: float, gammas: Sequence[float]) -> str:
     return f"gamma={gamma:g}"
 
 
-def plot_complexity_speed(summary: pd.DataFrame, threshold_label: str = "train loss <= 5e-2") -> plt.Figure:
+def plot_complexity_speed(summary: pd.DataFrame, threshold_label: str = "train loss <= 5e-2") -> Figure:
     """Epochs to threshold vs depth, one bar per k, one panel per gamma (small init first).
 
     summary: :func:`~anchorlab.analysis.speed.summarize_speed` output
@@ -49,9 +47,10 @@ def plot_complexity_speed(summary: pd.DataFrame, threshold_label: str = "train l
     gammas = sorted(summary.gamma.unique(), reverse=True)   # largest gamma = smallest init first
     ks = sorted(summary.k.unique())
     depths = sorted(summary.depth.unique())
-    cmap = plt.get_cmap("viridis")
+    cmap = matplotlib.colormaps["viridis"]
     colors = {k: cmap(i / max(len(ks) - 1, 1)) for i, k in enumerate(ks)}
-    fig, axes = plt.subplots(1, len(gammas), figsize=(4.6 * len(gammas), 3.6), squeeze=False)
+    fig = Figure(figsize=(4.6 * len(gammas), 3.6))
+    axes = fig.subplots(1, len(gammas), squeeze=False)
     width = 0.8 / len(ks)
     for ax, g in zip(axes[0], gammas):
         sub = summary[summary.gamma == g]
@@ -80,7 +79,7 @@ def plot_complexity_speed(summary: pd.DataFrame, threshold_label: str = "train l
 
 
 def plot_pair_speed(pair_speed: pd.DataFrame, highlight: Iterable[str] = (),
-                    threshold_label: str = "60% train accuracy", title: str | None = None) -> plt.Figure:
+                    threshold_label: str = "60% train accuracy", title: str | None = None) -> Figure:
     """Per-pair epochs to threshold (journal Fig. 8B), highlighted pairs in red.
 
     pair_speed: DataFrame(pair, epochs, censored[, sem]) from
@@ -93,7 +92,8 @@ def plot_pair_speed(pair_speed: pd.DataFrame, highlight: Iterable[str] = (),
         raise ConfigError("pair_speed: one row per pair expected; average seeds with summarize_pair_speed")
     df = pair_speed.sort_values("pair").reset_index(drop=True)
     hl = {str(h) for h in highlight}
-    fig, ax = plt.subplots(figsize=(max(5.0, 0.45 * len(df) + 1.5), 3.4))
+    fig = Figure(figsize=(max(5.0, 0.45 * len(df) + 1.5), 3.4))
+    ax = fig.subplots()
     x = np.arange(len(df))
     err = df["sem"].to_numpy(dtype=float) if "sem" in df else None
     if err is not None and not np.isfinite(err).any():

@@ -1,32 +1,37 @@
-"""Training-curve figures (draw only; data comes from run histories)."""
+"""Training-curve figures (draw only; data comes from run histories), and :func:`save_figure`.
+
+Every figure module in :mod:`anchorlab.plots` builds ``matplotlib.figure.Figure``
+objects directly (no pyplot, no backend switch), so importing anchorlab never
+changes the backend of a notebook or script; :func:`save_figure` renders a
+figure to files with the format's own canvas.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import pandas as pd
+from matplotlib.figure import Figure
 
 
-def save_figure(fig: plt.Figure, path_without_ext: str | Path, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:
-    """Write ``fig`` as PNG (and PDF) atomically; close it."""
+def save_figure(fig: Figure, path_without_ext: str | Path, formats: Sequence[str] = ("png", "pdf"),
+                dpi: int = 130) -> list[Path]:
+    """Write ``fig`` as ``<path>.<ext>`` for each of ``formats``, atomically; return the paths."""
     from ..io import atomic_write
 
     out = []
     for ext in formats:
         p = Path(f"{path_without_ext}.{ext}")
-        atomic_write(p, lambda tmp, e=ext: fig.savefig(tmp, format=e, dpi=130, bbox_inches="tight"))
+        atomic_write(p, lambda tmp, e=ext: fig.savefig(tmp, format=e, dpi=dpi, bbox_inches="tight"))
         out.append(p)
-    plt.close(fig)
     return out
 
 
-def plot_ood_over_training(histories: dict[str, pd.DataFrame], gammas: dict[str, float] | None = None) -> plt.Figure:
+def plot_ood_over_training(histories: dict[str, pd.DataFrame], gammas: dict[str, float] | None = None) -> Figure:
     """Held-out-pair accuracy under the inferential and symmetric hypotheses vs step, one panel per run."""
-    fig, axes = plt.subplots(1, len(histories), figsize=(5 * len(histories), 3.6), squeeze=False, sharey=True)
+    fig = Figure(figsize=(5 * len(histories), 3.6))
+    axes = fig.subplots(1, len(histories), squeeze=False, sharey=True)
     for ax, (label, h) in zip(axes[0], histories.items()):
         ax.plot(h.step, h.ood_inferential_acc, label="OOD: inferential", color="tab:blue")
         ax.plot(h.step, h.ood_symmetric_acc, label="OOD: symmetric", color="tab:red")
@@ -43,9 +48,10 @@ def plot_ood_over_training(histories: dict[str, pd.DataFrame], gammas: dict[str,
 
 
 def plot_training_curves(history: pd.DataFrame, metrics: tuple[str, ...] = (
-        "train_acc", "id_acc", "ood_inferential_acc", "ood_symmetric_acc")) -> plt.Figure:
+        "train_acc", "id_acc", "ood_inferential_acc", "ood_symmetric_acc")) -> Figure:
     """Loss (left) and chosen accuracies (right) of one run over steps."""
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig = Figure(figsize=(10, 3.6))
+    a1, a2 = fig.subplots(1, 2)
     a1.plot(history.step, history.train_loss)
     a1.set_yscale("log")
     a1.set_xlabel("step")
