@@ -144,8 +144,9 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
         for name, an in ANALYSES.items():
             tasks = ", ".join(an.tasks) if an.tasks else "any"
             print(f"  {name:20s} [{tasks}] {an.summary}")
-        for name, (summary, _) in MULTI_RUN.items():
-            print(f"  {name:20s} [several runs] {summary}")
+        for name, m in MULTI_RUN.items():
+            tasks = ", ".join(m.tasks) if getattr(m, "tasks", None) else "any"
+            print(f"  {name:20s} [{tasks}; several runs] {m.summary}")
         return 0
     if len(a.args) < 2:
         raise ConfigError("analyze: expected RUN [RUN ...] ANALYSIS (see `anchorlab analyze --list`)")

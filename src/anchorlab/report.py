@@ -68,7 +68,7 @@ def load_sweep_results(sweep_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFram
 def _stable_rank_bubbles(d: Path, df: pd.DataFrame, cells: pd.DataFrame, out: Path) -> list[Path]:
     """Journal Fig. 5C: bubble size = phase of the cell, colour = stable rank of the
     first-layer query weights averaged over the cell's finished runs."""
-    from .analysis.complexity_report import sweep_stable_ranks
+    from .analysis.registry import sweep_stable_ranks
     from .plots.complexity import plot_stable_rank_bubbles
     from .plots.phase import save
 
