@@ -34,6 +34,12 @@ def test_train_then_eval_a_real_task_run(tmp_path, shared_datasets, capsys, pres
     # a non-task override is refused in one line
     assert main(["eval", str(run), "--set", "init.gamma=0.1"]) == 2
     assert "eval takes task.* overrides" in capsys.readouterr().err
+    # complexity analyses run on any transformer run; mechanism analyses say which tasks they need
+    for name in ("stable-rank", "condensation", "embedding"):
+        assert main(["analyze", str(run), name, "--out", str(tmp_path / "a")]) == 0, name
+        assert (tmp_path / "a" / f"{name}.png").stat().st_size > 1000
+    assert main(["analyze", str(run), "flow-scores"]) == 2
+    assert "needs a run of task anchor" in capsys.readouterr().err
 
 
 def test_scan_data_size_sweep_through_the_sweep_command(tmp_path, shared_datasets, capsys):
