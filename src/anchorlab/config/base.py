@@ -267,15 +267,21 @@ def preset_names() -> list[str]:
     return sorted(str(q.relative_to(PRESET_DIR).with_suffix("")) for q in PRESET_DIR.rglob("*.yaml"))
 
 
-def resolve_config_path(spec: str | Path) -> Path:
-    """A file path, or a preset name such as ``neurips/paper`` or ``demo/small``."""
+def resolve_named(spec: str | Path, folder: Path, what: str) -> Path:
+    """A YAML file path, or the name of a bundled YAML under ``folder`` (``.yaml`` optional)."""
     p = Path(spec)
     if p.is_file():
         return p
-    cand = PRESET_DIR / (str(spec) if str(spec).endswith(".yaml") else f"{spec}.yaml")
+    cand = folder / (str(spec) if str(spec).endswith(".yaml") else f"{spec}.yaml")
     if cand.is_file():
         return cand
-    raise ConfigError(f"config {str(spec)!r}: no such file or preset; presets: {', '.join(preset_names())}")
+    names = sorted(str(q.relative_to(folder).with_suffix("")) for q in folder.rglob("*.yaml"))
+    raise ConfigError(f"{what} {str(spec)!r}: no such file or preset; presets: {', '.join(names)}")
+
+
+def resolve_config_path(spec: str | Path) -> Path:
+    """A file path, or a preset name such as ``neurips/paper`` or ``demo/small``."""
+    return resolve_named(spec, PRESET_DIR, "config")
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:

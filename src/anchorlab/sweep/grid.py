@@ -32,7 +32,8 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 import yaml
 
-from ..config import ConfigError, ExperimentConfig, apply_overrides, experiment_from_dict, load_yaml, set_dotted
+from ..config import (ConfigError, ExperimentConfig, apply_overrides, experiment_from_dict, load_yaml, resolve_named,
+                      set_dotted)
 from .aggregate import AggregateOptions
 
 log = logging.getLogger(__name__)
@@ -115,19 +116,9 @@ class SweepSpec:
 SWEEP_DIR = Path(__file__).resolve().parent.parent / "sweeps"
 
 
-def sweep_preset_names() -> list[str]:
-    return sorted(q.stem for q in SWEEP_DIR.glob("*.yaml"))
-
-
 def resolve_sweep(spec: str | Path) -> Path:
     """A sweep YAML path or a bundled sweep preset name (e.g. ``fig2_cpu``)."""
-    p = Path(spec)
-    if p.is_file():
-        return p
-    cand = SWEEP_DIR / (str(spec) if str(spec).endswith(".yaml") else f"{spec}.yaml")
-    if cand.is_file():
-        return cand
-    raise ConfigError(f"sweep spec {str(spec)!r}: no such file or preset; presets: {', '.join(sweep_preset_names())}")
+    return resolve_named(spec, SWEEP_DIR, "sweep spec")
 
 
 # ------------------------------------------------------------------ parsing
