@@ -1,6 +1,8 @@
 import numpy as np
+import pytest
 import torch
 
+from anchorlab.config import ConfigError
 from anchorlab.tasks.anchor import AnchorTaskConfig as TaskConfig
 from anchorlab.tasks.anchor import AnchorTask
 
@@ -64,8 +66,8 @@ def test_presets():
     assert set(j.held_out_pairs) == {(3, 4), (4, 3)} and len(j.trained_pairs) == 14
     k = AnchorTask(TaskConfig(preset="complexity", complexity_k=2))
     assert not k.held_out_pairs
-    for pair in [(1, 2), (2, 1), (1, 3), (3, 1)]:
-        assert k.designated_shift(pair) == k.inferential_shift(pair) + 4
+    for pair, target in [((1, 2), 4), ((2, 1), 4), ((1, 3), 1), ((3, 1), 1)]:
+        assert k.designated_shift(pair) == target
     assert k.designated_shift((1, 4)) == k.inferential_shift((1, 4))
     n = AnchorTask(TaskConfig())
     assert n.hypotheses((4, 3)) == {"inferential": -10, "symmetric": -6, "designated": None}
@@ -84,3 +86,40 @@ def test_swapped_exchanges_anchors_only():
 def test_full_size_generation():
     d = AnchorTask(TaskConfig()).train_data(0)
     assert len(d) == 900_000 and d.tokens.shape == (900_000, 9)
+
+
+def test_complexity_targets_are_the_authors_and_never_collide():
+    """The authors' generator: x+4, x+1, x-5, x+5, x-9, x-6 for the six groups (both orders)."""
+    t = AnchorTask(TaskConfig(preset="complexity", complexity_k=6))
+    expected = {(1, 2): 4, (1, 3): 1, (1, 4): -5, (2, 3): 5, (2, 4): -9, (3, 4): -6}
+    for (a, b), s in expected.items():
+        assert t.designated_shift((a, b)) == t.designated_shift((b, a)) == s
+    inferential = {t.inferential_shift(p) for p in t.pairs}
+    assert not inferential & set(expected.values())
+    for k in range(7):
+        assert TaskConfig(preset="complexity", complexity_k=k).target_collisions() == []
+
+
+def test_a_colliding_target_is_rejected_unless_allowed():
+    # +4 on every group (the earlier default) makes (1,2) -> x+10, the inferential target of (1,1)
+    with pytest.raises(ConfigError, match=r"^task\.complexity_offsets: the designated target of pair \(1, 2\) "
+                                          r"\(x\+10\) equals the inferential target of pair \(1, 1\)"):
+        TaskConfig(preset="complexity", complexity_k=1, complexity_offsets=(4,))
+    with pytest.raises(ConfigError, match=r"^task\.pair_rules\.2,3: .*pair \(1, 3\)"):
+        TaskConfig(pair_rules={"2,3": "shift:3"})      # (1,3)'s inferential target is x+3
+    ok = TaskConfig(pair_rules={"2,3": "shift:3"}, allow_target_collisions=True)
+    assert ok.target_collisions() == [((2, 3), (1, 3), 3), ((2, 3), (3, 1), 3)]
+    with pytest.raises(ConfigError, match=r"^task\.complexity_offsets: needs one offset per noise group"):
+        TaskConfig(preset="complexity", complexity_k=3, complexity_offsets=(1, 2))
+
+
+def test_seen_groups_are_training_sequences():
+    task = AnchorTask(TaskConfig(n_train=3000, n_eval_per_group=20))
+    seen = task.seen_sets(0)
+    train = task.train_data(0)
+    assert set(p for p, _ in seen) == set(task.trained_pairs)
+    rows = {tuple(r) for r in train.tokens.tolist()}
+    for (pair, split), d in seen.items():
+        assert split == "seen" and len(d) == 20 and (d.pair == torch.tensor(pair)).all()
+        assert all(tuple(r) in rows for r in d.tokens.tolist())
+    assert set(task.eval_data(0)) == set(task.eval_sets(0)) | set(seen)

@@ -24,7 +24,7 @@ VARIANTS = [
     ["init.gamma=0.9", "optim.lr=3e-3", "optim.weight_decay=0.0", "train.init_seed=2", "train.data_seed=1",
      "optim.clip_norm=0.05"],
     ["init.gamma=0.3", "init.role_gammas={qk: 0.8}", "optim.lr=5e-4", "optim.weight_decay=1.0",
-     "optim.betas=[0.8,0.99]", "optim.clip_norm=0", "optim.decay_norm_and_bias=true", "train.init_seed=3"],
+     "optim.betas=[0.8,0.99]", "optim.clip_norm=0", "optim.decay=all", "train.init_seed=3"],
 ]
 
 
@@ -71,7 +71,7 @@ def test_stack_equals_single_runs(singles_and_stack):
         assert (root / f"single{i}" / "config.yaml").read_text() == (dirs[i] / "config.yaml").read_text()
         rows = [json.loads(line) for line in (dirs[i] / "metrics.jsonl").read_text().splitlines()]
         assert [r["step"] for r in rows] == [0, 48, 96, 144, 192]
-    # decay_norm_and_bias=true on model 2 only: its LayerNorm decays, model 0's does not
+    # optim.decay=all on model 2 only: its LayerNorm decays, model 0's does not
     t0, t2 = pd.read_csv(dirs[0] / "param_table.csv"), pd.read_csv(dirs[2] / "param_table.csv")
     assert t0.set_index("name").weight_decay["blocks.0.ln_attn.weight"] == 0.0
     assert t2.set_index("name").weight_decay["blocks.0.ln_attn.weight"] == 1.0

@@ -37,7 +37,7 @@ def test_paper_scale_specs_expand_to_the_papers_grids():
     from anchorlab.sweep.grid import expand
 
     runs = expand(figure_spec(FIGURES["neurips-fig2"], "paper"))
-    peaks = sorted({r.config.optim.peak_lr for r in runs})
+    peaks = sorted({r.config.optim.peak for r in runs})
     assert len(runs) == 7 * 6 * 9 * 3 and len(peaks) == 9
     assert {r.config.model.d_model for r in runs} == {400}
 

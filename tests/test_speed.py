@@ -181,6 +181,7 @@ def test_suspect_report_from_history_and_censored_sorts_slowest():
 GROUPS = [((1, 2), (2, 1)), ((1, 3), (3, 1)), ((1, 4), (4, 1)),
           ((2, 3), (3, 2)), ((2, 4), (4, 2)), ((3, 4), (4, 3))]
 STEPS = {1: 5, 2: 1, 3: -2, 4: -8}
+AUTHORS_TARGET = {1: 4, 2: 1, 3: -5, 4: 5, 5: -9, 6: -6}  # group index -> the authors' x+s
 
 
 @pytest.mark.parametrize("k", range(7))
@@ -195,7 +196,8 @@ def test_complexity_targets_first_k_groups_shifted(k):
         assert sel.sum() > 50, (a, b)
         seen.add((a, b))
         diff = (data.targets[sel] - data.key[sel]).unique().tolist()
-        expect = STEPS[a] + STEPS[b] + (4 if (a, b) in shifted else 0)
+        group = next((i + 1 for i, g in enumerate(GROUPS) if (a, b) in g), None)
+        expect = AUTHORS_TARGET[group] if (a, b) in shifted else STEPS[a] + STEPS[b]
         assert diff == [expect], ((a, b), diff, expect)
         # the key really is the token just before the anchors
         rows = torch.nonzero(sel).squeeze(1)

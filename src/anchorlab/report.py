@@ -123,15 +123,22 @@ def make_report(sweep_dir: str | Path, max_curves: int = 8) -> Path:
         return _page(out, parts, figs, cells)
     if "init.gamma" in axes and "model.n_layers" in axes and len(axes) == 2:
         figs += save(plot_neurips_fig2(cells), out / "fig2")[:1]
+    from .sweep.aggregate import AggregateOptions
+    from .tasks.anchor.metrics import metric_definition
+
+    mdef = metric_definition(AggregateOptions.from_dict(spec.get("aggregate")).metrics)
+    parts.append(f"<p>metric definition: {html.escape(mdef.text)}</p>")
     if "init.gamma" in axes and "optim.weight_decay" in axes and len(axes) == 2:
-        figs += save(plot_ood_heatmap(cells), out / "fig3b")[:1]
+        figs += save(plot_ood_heatmap(cells, ood_col=mdef.ood, id_col=mdef.id, comm_col=mdef.commutativity),
+                     out / "fig3b")[:1]
         figs += _stable_rank_bubbles(d, df, cells, out)
     if "init.gamma" in axes:
         others = [a for a in axes if a != "init.gamma"]
         groups = cells.groupby(others) if others else [((), cells)]
         for key, sub in groups:
             tag = "_".join(f"{a}={v}" for a, v in zip(others, key if isinstance(key, tuple) else (key,)))
-            figs += save(plot_phase_vs_gamma(sub), out / f"fig3a{('_' + tag) if tag else ''}")[:1]
+            figs += save(plot_phase_vs_gamma(sub, id_col=mdef.id, ood_col=mdef.ood),
+                         out / f"fig3a{('_' + tag) if tag else ''}")[:1]
     figs += _curves(df, out, max_curves)
     return _page(out, parts, figs, cells)
 

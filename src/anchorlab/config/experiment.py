@@ -63,6 +63,11 @@ class ModelConfig:
     with a final LayerNorm (journal). ``d_head`` is d_k = d_v per head.
     ``vocab_size`` and ``max_len`` are filled from the task when a config
     leaves them out.
+
+    ``attn_norm`` (``gpt2`` only): which attention inputs the pre-LN normalizes:
+    ``"qkv"`` (textbook GPT-2: queries, keys and values read LN(x)) or ``"q"``
+    (the authors' journal block: only the query input is normalized, keys and
+    values read the raw residual; code_for_anchor_func/model/GPT2_init_for_diff_part_prenorm.py).
     """
 
     arch: str = "neurips"
@@ -75,11 +80,16 @@ class ModelConfig:
     max_len: int = 9
     vocab_size: int = 201
     ln_eps: float = 1e-5
+    attn_norm: str = "qkv"
 
     def __post_init__(self) -> None:
         p = "model"
         check_choice(f"{p}.arch", self.arch, ARCHS)
         check_choice(f"{p}.activation", self.activation, ("relu", "gelu"))
+        check_choice(f"{p}.attn_norm", self.attn_norm, ("qkv", "q"))
+        if self.attn_norm == "q" and self.arch != "gpt2":
+            fail(f"{p}.attn_norm", f"'q' (normalize only the query input) needs the pre-LN arch 'gpt2', got arch "
+                 f"{self.arch!r}")
         for name in ("n_layers", "d_model", "n_heads", "d_head", "d_ff", "max_len", "vocab_size"):
             check_range(f"{p}.{name}", getattr(self, name), 1)
         check_range(f"{p}.ln_eps", self.ln_eps, 0.0, lo_open=True)
@@ -95,16 +105,23 @@ class InitConfig:
 
     ``role_gammas`` overrides gamma for a role group (embed, pos, qk, vo, mlp,
     readout). ``fan_in='true'`` uses each matrix's real input dimension (NeurIPS
-    text; the embedding's input is the one-hot vocabulary); ``'d_model'`` uses
-    d_model for every matrix (journal code). ``residual_scale`` divides the std
-    of the attention output and second MLP matrices by sqrt(2 * n_layers)
-    (GPT-2 / journal code).
+    text); ``'d_model'`` uses d_model for every matrix (journal code).
+    ``embed_fan_in`` is the convention of the token and position embeddings
+    under ``fan_in='true'``: ``'num_embeddings'`` (the width of the one-hot input
+    the table multiplies, NeurIPS eq. 4: 201 for tokens, ``max_len`` for
+    positions) or ``'d_model'`` (the authors' NeurIPS model, which reads
+    ``weight.size(1)``). ``residual_scale`` divides the std of the attention
+    output and second MLP matrices by sqrt(2 * n_layers) (GPT-2 / journal code).
+    ``bias``: ``'zero'``, ``'gamma'`` (drawn like their weight) or ``'pytorch'``
+    (PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn from the init
+    seed; the authors' journal model keeps it).
     """
 
     gamma: float = 0.5
     scale: float = 1.0
     role_gammas: dict[str, float] = field(default_factory=dict)
     fan_in: str = "true"
+    embed_fan_in: str = "num_embeddings"
     distribution: str = "normal"
     bias: str = "zero"
     residual_scale: bool = False
@@ -117,8 +134,9 @@ class InitConfig:
             check_choice(f"{p}.role_gammas", k, INIT_ROLES)
             check_range(f"{p}.role_gammas.{k}", v, 0.0, 4.0)
         check_choice(f"{p}.fan_in", self.fan_in, ("true", "d_model"))
+        check_choice(f"{p}.embed_fan_in", self.embed_fan_in, ("num_embeddings", "d_model"))
         check_choice(f"{p}.distribution", self.distribution, ("normal", "uniform"))
-        check_choice(f"{p}.bias", self.bias, ("zero", "gamma"))
+        check_choice(f"{p}.bias", self.bias, ("zero", "gamma", "pytorch"))
 
     def gamma_for(self, group: str) -> float:
         return float(self.role_gammas.get(group, self.gamma))
@@ -129,27 +147,36 @@ class InitConfig:
 class OptimConfig:
     """AdamW with the papers' warmup-then-cosine schedule, stepped per batch.
 
-    lr rises linearly from ``lr`` to ``lr * warmup_multiplier`` over
-    ``warmup_epochs``, then follows a cosine from that peak down to ``min_lr``
-    over ``cosine_epochs`` (and stays at ``min_lr`` after). Weight decay applies
-    to matrices (embeddings included, as in the papers' code) but not to biases
-    or LayerNorm parameters unless ``decay_norm_and_bias``.
+    lr rises linearly from ``lr`` to the peak over ``warmup_epochs``, then
+    follows a cosine from the peak down to ``min_lr`` over ``cosine_epochs``
+    (and stays at ``min_lr`` after). The peak is ``peak_lr`` when given (the
+    papers' "learning rate": the authors fix the start lr and vary the
+    multiplier, code_for_anchor_func/script.py), else ``lr * warmup_multiplier``.
+
+    ``decay``: ``'all'`` decays every parameter, LayerNorm and biases included
+    (the authors' ``AdamW(model.parameters())``,
+    code_for_anchor_func/model/choose_optimizer.py); ``'matrices'`` decays
+    weight matrices and embeddings only (the textbook choice).
     """
 
     lr: float = 1e-5
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     weight_decay: float = 0.01
-    decay_norm_and_bias: bool = False
+    decay: str = "matrices"
     warmup_epochs: float = 10.0
     warmup_multiplier: float = 25.0
     cosine_epochs: float = 200.0
     min_lr: float = 1e-5
     clip_norm: float = 1.0
+    peak_lr: float | None = None
 
     def __post_init__(self) -> None:
         p = "optim"
         check_range(f"{p}.lr", self.lr, 0.0, lo_open=True)
+        check_choice(f"{p}.decay", self.decay, ("all", "matrices"))
+        if self.peak_lr is not None:
+            check_range(f"{p}.peak_lr", self.peak_lr, self.lr)
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
             fail(f"{p}.betas", f"must be two numbers in [0, 1), got {self.betas!r}")
         check_range(f"{p}.eps", self.eps, 0.0, lo_open=True)
@@ -161,8 +188,9 @@ class OptimConfig:
         check_range(f"{p}.clip_norm", self.clip_norm, 0.0)
 
     @property
-    def peak_lr(self) -> float:
-        return self.lr * self.warmup_multiplier
+    def peak(self) -> float:
+        """The learning rate at the end of the warmup."""
+        return self.peak_lr if self.peak_lr is not None else self.lr * self.warmup_multiplier
 
 
 # -------------------------------------------------------------------------- train

@@ -6,12 +6,17 @@ shape, fan_in, gamma, target_std, measured_std).
 
 fan-in conventions (``fan_in``):
   ``"true"``    Linear: in_features; ConvNd: in_channels/groups * kernel size;
-                Embedding: num_embeddings (the width of the one-hot input it
-                multiplies, NeurIPS eq. 4), the positional table included.
+                Embedding: ``embed_fan_in`` decides -- ``"num_embeddings"``
+                (the width of the one-hot input it multiplies, NeurIPS eq. 4;
+                the positional table included) or ``"d_model"`` (the embedding
+                width, ``weight.size(1)``: the authors' NeurIPS model).
   ``"d_model"`` the model width for every matrix (the journal's code); for a
                 module without a d_model, the last dimension of the weight.
-Norm layers are set to weight 1, bias 0. Biases are zero (``bias="zero"``)
-or drawn like their module's weight (``bias="gamma"``).
+Norm layers are set to weight 1, bias 0. Biases are zero (``bias="zero"``),
+drawn like their module's weight (``bias="gamma"``), or drawn from PyTorch's
+default ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` with the module's true fan-in
+(``bias="pytorch"``), always from the init generator.
+The ParamTable's ``fan_in_rule`` column says which rule gave each fan-in.
 """
 
 from __future__ import annotations
@@ -26,7 +31,17 @@ from ..config import InitConfig
 from .roles import ROLE_GROUP, ParamInfo, param_infos
 
 
-def fan_in_of(info: ParamInfo, convention: str = "true", d_model: int | None = None) -> int:
+def fan_in_rule(info: ParamInfo, convention: str = "true", embed_convention: str = "num_embeddings") -> str:
+    """Which rule gives this parameter's fan-in (the ParamTable's ``fan_in_rule`` column)."""
+    if convention == "d_model":
+        return "d_model"
+    if isinstance(info.module, nn.Embedding):
+        return "embedding_dim" if embed_convention == "d_model" else "num_embeddings"
+    return "input_dim"
+
+
+def fan_in_of(info: ParamInfo, convention: str = "true", d_model: int | None = None,
+              embed_convention: str = "num_embeddings") -> int:
     w = info.module.weight if hasattr(info.module, "weight") else None
     mod = info.module
     if convention == "d_model":
@@ -34,7 +49,7 @@ def fan_in_of(info: ParamInfo, convention: str = "true", d_model: int | None = N
             return d_model
         return int(w.shape[-1]) if w is not None else 1
     if isinstance(mod, nn.Embedding):
-        return mod.num_embeddings
+        return mod.embedding_dim if embed_convention == "d_model" else mod.num_embeddings
     if isinstance(mod, nn.Linear):
         return mod.in_features
     if isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
@@ -59,7 +74,7 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
                     scale: float = 1.0, role_gammas: dict[str, float] | None = None,
                     fan_in: str = "true", distribution: str = "normal", bias: str = "zero",
                     residual_scale: bool = False, n_layers: int | None = None,
-                    d_model: int | None = None) -> pd.DataFrame:
+                    d_model: int | None = None, embed_fan_in: str = "num_embeddings") -> pd.DataFrame:
     """Re-initialize ``module`` in place with the init rate; return the ParamTable.
 
     Pass an :class:`InitConfig` as ``gamma`` to take every option from it.
@@ -71,7 +86,8 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
         c = gamma
         gamma, scale, role_gammas = c.gamma, c.scale, dict(c.role_gammas)
         fan_in, distribution, bias, residual_scale = c.fan_in, c.distribution, c.bias, c.residual_scale
-    InitConfig(gamma=gamma, scale=scale, role_gammas=role_gammas or {}, fan_in=fan_in,
+        embed_fan_in = c.embed_fan_in
+    InitConfig(gamma=gamma, scale=scale, role_gammas=role_gammas or {}, fan_in=fan_in, embed_fan_in=embed_fan_in,
                distribution=distribution, bias=bias, residual_scale=residual_scale)  # validate
     role_gammas = role_gammas or {}
     if generator is None:
@@ -89,36 +105,40 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
             continue
         group = ROLE_GROUP.get(info.role) or "other"
         g = float(role_gammas.get(group, gamma))
-        fi = fan_in_of(info, fan_in, d_model)
+        fi = fan_in_of(info, fan_in, d_model, embed_fan_in)
         std = scale * fi ** (-g)
         if residual_scale and info.role in ("o", "mlp_out"):
             std /= math.sqrt(2 * n_layers)
-        weight_std[id(info.module)] = (std, g, fi)
+        weight_std[id(info.module)] = (std, g, fi, fan_in_of(info, "true"))
         _fill(getattr(info.module, info.kind), std, distribution, generator)
-        rows.append((info, group, fi, g, std))
+        rows.append((info, group, fi, g, std, fan_in_rule(info, fan_in, embed_fan_in)))
     for info in infos:
         p = getattr(info.module, info.kind)
         if info.role == "norm":
             with torch.no_grad():
                 p.fill_(1.0 if info.kind == "weight" else 0.0)
-            rows.append((info, "norm", None, None, None))
+            rows.append((info, "norm", None, None, None, "none"))
         elif info.role == "bias" or info.kind != "weight":
-            std, g, fi = weight_std.get(id(info.module), (0.0, None, None))
-            if bias == "zero" or std == 0.0:
+            std, g, fi, true_fi = weight_std.get(id(info.module), (0.0, None, None, None))
+            if bias == "pytorch" and true_fi:
+                b_std = 1.0 / math.sqrt(true_fi) / math.sqrt(3.0)   # U(-a, a) with a = 1/sqrt(fan_in)
+                _fill(p, b_std, "uniform", generator)
+                rows.append((info, "bias", true_fi, None, b_std, "pytorch_default"))
+            elif bias == "zero" or std == 0.0 or bias == "pytorch":
                 with torch.no_grad():
                     p.zero_()
-                rows.append((info, "bias", fi, g, 0.0))
+                rows.append((info, "bias", fi, g, 0.0, "zero"))
             else:
                 _fill(p, std, distribution, generator)
-                rows.append((info, "bias", fi, g, std))
+                rows.append((info, "bias", fi, g, std, "as_weight"))
     order = {i.name: k for k, i in enumerate(infos)}
     rows.sort(key=lambda r: order[r[0].name])
     table = pd.DataFrame([{
         "name": info.name, "role": info.role, "group": group,
         "shape": "x".join(str(s) for s in getattr(info.module, info.kind).shape),
         "numel": getattr(info.module, info.kind).numel(),
-        "fan_in": fi, "gamma": g, "target_std": std,
+        "fan_in": fi, "fan_in_rule": rule, "gamma": g, "target_std": std,
         "measured_std": float(getattr(info.module, info.kind).detach().double().std())
         if getattr(info.module, info.kind).numel() > 1 else float("nan"),
-    } for info, group, fi, g, std in rows])
+    } for info, group, fi, g, std, rule in rows])
     return table

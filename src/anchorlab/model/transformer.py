@@ -12,6 +12,9 @@ Two architectures from one config (``ModelConfig.arch``):
 
       X_ao  = X + Attn(LN(X));  X_do = X_ao + FFN(LN(X_ao));  out = LN_f(X_do)
 
+  with ``attn_norm='q'`` (the authors' journal block) only the queries read
+  LN(X): ``X_ao = X + Attn(q=LN(X), k=X, v=X)``.
+
 Attention is written out (no fused kernel) so the pattern can be read and
 edited through ``blocks.{l}.attn.hook_pattern``.
 
@@ -90,20 +93,22 @@ class Attention(nn.Module):
         return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, d_head)
 
     def forward(self, x: torch.Tensor, last_only: bool = False, cache: KVCache | None = None,
-                layer: int = 0, blocked: torch.Tensor | None = None) -> torch.Tensor:
+                layer: int = 0, blocked: torch.Tensor | None = None, kv: torch.Tensor | None = None) -> torch.Tensor:
         """x (B, T, d_model) -> (B, T, d_model); ``last_only``: queries of the
         last position only -> (B, 1, d_model) (keys and values from all T).
+        ``kv``: the input keys and values are computed from (default ``x``).
 
         With ``cache``, x holds only the new positions: their keys/values are
         appended to ``cache`` (layer ``layer``) and ``blocked`` (B, T, S) marks
         the keys each new query may not read.
         """
         B, T, _ = x.shape
+        kv = x if kv is None else kv
         x_q = x[:, -1:] if last_only else x
         Tq = x_q.shape[1]
         q = self.hook_q(self._split(self.W_Q(x_q)))
-        k = self.hook_k(self._split(self.W_K(x)))
-        v = self.hook_v(self._split(self.W_V(x)))
+        k = self.hook_k(self._split(self.W_K(kv)))
+        v = self.hook_v(self._split(self.W_V(kv)))
         if cache is not None:
             if cache.keys[layer] is not None:
                 k = torch.cat([cache.keys[layer], k], dim=2)                 # (B, H, S, d_head)
@@ -140,6 +145,7 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.pre_ln = cfg.arch == "gpt2"
+        self.norm_q_only = cfg.attn_norm == "q"
         self.attn = Attention(cfg)
         self.ln_attn = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
         self.mlp = MLP(cfg)
@@ -153,7 +159,8 @@ class Block(nn.Module):
         ``cache`` / ``layer`` / ``blocked``: incremental decoding (see :class:`Attention`)."""
         resid = x[:, -1:] if last_only else x
         if self.pre_ln:
-            x_ao = self.hook_ao(resid + self.attn(self.ln_attn(x), last_only, cache, layer, blocked))
+            kv = x if self.norm_q_only else None
+            x_ao = self.hook_ao(resid + self.attn(self.ln_attn(x), last_only, cache, layer, blocked, kv))
             return self.hook_do(x_ao + self.mlp(self.ln_mlp(x_ao)))
         x_ao = self.hook_ao(self.ln_attn(resid + self.attn(x, last_only, cache, layer, blocked)))
         return self.hook_do(self.ln_mlp(self.mlp(x_ao) + x_ao))

@@ -55,6 +55,9 @@ class AggregateOptions:
 
     ``select_over``: axes to take the best over, per seed (learning rate).
     ``seeds``: axes averaged over after the selection.
+    ``metrics``: the named metric definition (anchor task) whose columns the
+    phases and figures read as ID / OOD / commutativity
+    (:data:`anchorlab.tasks.anchor.metrics.METRIC_DEFINITIONS`).
     ``select_by``: None picks the best of each metric independently (the NeurIPS
     text: "the highest accuracy for the inferential and symmetric mappings is
     selected"); a metric name picks one run per seed by that metric and reports
@@ -62,13 +65,17 @@ class AggregateOptions:
     """
 
     source: str = "best"
-    select_over: tuple[str, ...] = ("optim.lr",)
+    select_over: tuple[str, ...] = ("optim.lr", "optim.peak_lr")
     seeds: tuple[str, ...] = ("train.init_seed", "train.data_seed")
     select_by: str | None = None
     failed: str = "exclude"
     thresholds: PhaseThresholds = field(default_factory=PhaseThresholds)
+    metrics: str = "anchorlab"
 
     def __post_init__(self) -> None:
+        from ..tasks.anchor.metrics import metric_definition
+
+        metric_definition(self.metrics)
         if self.source not in ("best", "final"):
             raise ConfigError(f"aggregate.source: must be 'best' or 'final', got {self.source!r}")
         if self.failed not in ("exclude", "zero"):
@@ -79,7 +86,7 @@ class AggregateOptions:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "AggregateOptions":
-        allowed = ("source", "select_over", "seeds", "select_by", "failed", "thresholds")
+        allowed = ("source", "select_over", "seeds", "select_by", "failed", "thresholds", "metrics")
         kw: dict[str, Any] = {}
         for k, v in (data or {}).items():
             if k not in allowed:
@@ -96,7 +103,7 @@ class AggregateOptions:
     def to_dict(self) -> dict[str, Any]:
         t = self.thresholds
         return {"source": self.source, "select_over": list(self.select_over), "seeds": list(self.seeds),
-                "select_by": self.select_by, "failed": self.failed,
+                "select_by": self.select_by, "failed": self.failed, "metrics": self.metrics,
                 "thresholds": {"id": t.id_threshold, "ood": t.ood_threshold,
                                "commutativity": t.comm_threshold}}
 
@@ -202,11 +209,18 @@ def aggregate(df: pd.DataFrame, options: AggregateOptions = AggregateOptions(),
 
 
 def phase_diagram(df: pd.DataFrame, options: AggregateOptions = AggregateOptions(),
-                  axes: Sequence[str] | None = None, *, id_col: str = "id_acc", ood_col: str = "ood_acc",
-                  comm_col: str = "commutativity") -> pd.DataFrame:
-    """:func:`aggregate` then :func:`~anchorlab.eval.phases.classify_phases` on the cell means."""
+                  axes: Sequence[str] | None = None, *, id_col: str | None = None, ood_col: str | None = None,
+                  comm_col: str | None = None) -> pd.DataFrame:
+    """:func:`aggregate` then :func:`~anchorlab.eval.phases.classify_phases` on the cell means.
+
+    The ID / OOD / commutativity columns default to ``options.metrics``' definition.
+    """
+    from ..tasks.anchor.metrics import metric_definition
+
+    d = metric_definition(options.metrics)
     table = aggregate(df, options, axes)
-    out = classify_phases(table, options.thresholds, id_col=id_col, ood_col=ood_col, comm_col=comm_col)
+    out = classify_phases(table, options.thresholds, id_col=id_col or d.id, ood_col=ood_col or d.ood,
+                          comm_col=comm_col or d.commutativity)
     out.attrs["axes"] = table.attrs.get("axes", [])
     return out
 

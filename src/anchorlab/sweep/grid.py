@@ -243,4 +243,4 @@ def expand(spec: "SweepSpec | Mapping[str, Any] | str | Path") -> list[RunSpec]:
 
 def runs_frame(runs: Sequence[RunSpec]) -> pd.DataFrame:
     """Runs -> DataFrame with ``run_id``, one column per axis key, and each run's peak learning rate."""
-    return pd.DataFrame([{"run_id": r.run_id, **r.values, "peak_lr": r.config.optim.peak_lr} for r in runs])
+    return pd.DataFrame([{"run_id": r.run_id, **r.values, "peak_lr": r.config.optim.peak} for r in runs])

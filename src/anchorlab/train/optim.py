@@ -14,7 +14,7 @@ NO_DECAY_ROLES = ("norm", "bias")
 
 
 def param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict]:
-    """AdamW groups: matrices decay; norms and biases do not (unless configured).
+    """AdamW groups: ``optim.decay='all'`` decays every parameter; ``'matrices'`` spares norms and biases.
 
     Each group carries the parameter names; every trainable parameter is in
     exactly one group (asserted).
@@ -24,7 +24,7 @@ def param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict]:
         p = getattr(info.module, info.kind)
         if not p.requires_grad:
             continue
-        (no_decay if info.role in NO_DECAY_ROLES and not cfg.decay_norm_and_bias else decay).append(
+        (no_decay if info.role in NO_DECAY_ROLES and cfg.decay == "matrices" else decay).append(
             (info.name, p))
     groups = [
         {"params": [p for _, p in decay], "names": [n for n, _ in decay], "weight_decay": cfg.weight_decay},
@@ -43,12 +43,12 @@ def make_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.AdamW:
 def lr_at(step: int, steps_per_epoch: int, cfg: OptimConfig) -> float:
     """Learning rate for optimizer step ``step`` (0-based), stepped per batch.
 
-    Linear warmup from ``lr`` to ``lr * warmup_multiplier`` over
+    Linear warmup from ``lr`` to the peak (``cfg.peak``) over
     ``warmup_epochs``; then cosine from the peak to ``min_lr`` over
     ``cosine_epochs``; then ``min_lr``.
     """
     e = step / max(steps_per_epoch, 1)
-    peak = cfg.lr * cfg.warmup_multiplier
+    peak = cfg.peak
     if e < cfg.warmup_epochs:
         return cfg.lr + (peak - cfg.lr) * e / cfg.warmup_epochs
     t = e - cfg.warmup_epochs

@@ -219,7 +219,7 @@ class RunState:
         opt = make_optimizer(model, cfg.optim)
         group_of = {n: g for g in opt.param_groups for n in g["names"]}
         table["lr"] = cfg.optim.lr
-        table["lr_peak"] = cfg.optim.peak_lr
+        table["lr_peak"] = cfg.optim.peak
         table["weight_decay"] = [group_of[n]["weight_decay"] for n in table.name]
         atomic_write(run_dir / "param_table.csv", lambda p: table.to_csv(p, index=False))
         step, wall = 0, 0.0

@@ -60,11 +60,17 @@ class AnchorTaskConfig(TaskConfig):
     seq_len: int = 9
     split_mod: int = 9
     pair_rules: dict[str, str] = field(default_factory=dict)
-    # complexity preset: number of "noise groups" (NeurIPS §6 / App. A), and the
-    # offset added to the inferential target of each such group (both orders).
-    # The papers give no values; +4 reproduces (3,4) -> x-6 from §4.
+    # complexity preset: number of "noise groups" (NeurIPS §6 / App. A), and per
+    # group (in the papers' order {12,21}, {13,31}, {14,41}, {23,32}, {24,42}, {34,43})
+    # the offset of its designated target from the inferential one (both orders).
+    # The papers give no values; the authors' generator uses x+4, x+1, x-5, x+5,
+    # x-9, x-6 (code_for_anchor_func/data_generator/composition_random_data_complexity.py),
+    # i.e. offsets -2, -2, -2, +6, -2, +4 for the default steps.
     complexity_k: int = 0
-    complexity_offset: int = 4
+    complexity_offsets: tuple[int, ...] = (-2, -2, -2, 6, -2, 4)
+    # a designated (non-inferential) target equal to another pair's inferential
+    # target makes the two hypotheses indistinguishable; refused unless allowed
+    allow_target_collisions: bool = False
     n_train: int = 900_000
     n_eval_per_group: int = 500
     vocab_size: int = 201
@@ -90,6 +96,12 @@ class AnchorTaskConfig(TaskConfig):
         check_range(f"{p}.complexity_k", self.complexity_k, 0, len(self.noise_groups_all))
         if self.preset != "complexity" and self.complexity_k:
             fail(f"{p}.complexity_k", "is only used with preset 'complexity'")
+        if self.complexity_k > len(self.complexity_offsets):
+            fail(f"{p}.complexity_offsets", f"needs one offset per noise group used ({self.complexity_k}), "
+                 f"got {len(self.complexity_offsets)}")
+        for i, off in enumerate(self.complexity_offsets[: self.complexity_k]):
+            if off == 0:
+                fail(f"{p}.complexity_offsets[{i}]", "must be non-zero (0 is the inferential target)")
         check_range(f"{p}.n_train", self.n_train, 1)
         check_range(f"{p}.n_eval_per_group", self.n_eval_per_group, 1)
         check_range(f"{p}.vocab_size", self.vocab_size, 1)
@@ -108,6 +120,22 @@ class AnchorTaskConfig(TaskConfig):
                   "(targets are never wrapped)")
         if max(self.anchors) >= self.vocab_size:
             fail(f"{p}.vocab_size", f"must exceed the largest anchor token {max(self.anchors)}")
+        if not self.allow_target_collisions:
+            for pair, other, shift in self.target_collisions():
+                field_ = (f"{p}.pair_rules.{pair[0]},{pair[1]}" if f"{pair[0]},{pair[1]}" in self.pair_rules
+                          else f"{p}.complexity_offsets" if self.preset == "complexity" else f"{p}.preset")
+                fail(field_, f"the designated target of pair {pair} (x{shift:+d}) equals the inferential "
+                     f"target of pair {other}, so memorizing and composing cannot be told apart; choose "
+                     "another shift or set task.allow_target_collisions=true")
+
+    def target_collisions(self) -> list[tuple[tuple[int, int], tuple[int, int], int]]:
+        """(pair, other pair, shift) where a pair's non-inferential shift equals another pair's inferential one."""
+        inf = {pr: self.anchors[pr[0]] + self.anchors[pr[1]] for pr in self.pairs}
+        out = []
+        for pr, (kind, s) in self.rules.items():
+            if kind == "shift" and s != inf[pr]:
+                out += [(pr, other, s) for other in self.pairs if other != pr and inf[other] == s]
+        return out
 
     # ---- derived
     @property
@@ -135,10 +163,9 @@ class AnchorTaskConfig(TaskConfig):
             rules[(an[2], an[3])] = ("held_out", None)
             rules[(an[3], an[2])] = ("held_out", None)
         elif self.preset == "complexity":
-            for g in self.noise_groups_all[: self.complexity_k]:
+            for g, off in zip(self.noise_groups_all[: self.complexity_k], self.complexity_offsets):
                 for a, b in g:
-                    rules[(a, b)] = ("shift", self.anchors[a] + self.anchors[b]
-                                     + self.complexity_offset)
+                    rules[(a, b)] = ("shift", self.anchors[a] + self.anchors[b] + off)
         for k, r in self.pair_rules.items():
             rules[parse_pair("task.pair_rules", k)] = parse_rule(f"task.pair_rules.{k}", r)
         return rules

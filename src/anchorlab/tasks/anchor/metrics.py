@@ -14,14 +14,22 @@ across the project:
                        fillers fixed
   min_pair_train_acc   the lowest designated accuracy of a trained pair on training keys
                        (early stopping "every pair fitted", journal Fig. 8B)
-  acc/<ab>/<split>                 designated (inferential if held out)
+  train_seen_acc       trained pairs, on sequences of the training set itself (split "seen")
+  acc/<ab>/<split>                 designated (inferential if held out); split train | test | seen
   hyp/<ab>/<split>/<hypothesis>    inferential | symmetric | other
+
+Named metric definitions (:data:`METRIC_DEFINITIONS`) say which columns a
+figure calls "ID", "OOD", "train" and "commutativity": ``anchorlab`` (the
+aggregates above) or ``authors-fig3`` (the authors' journal Fig. 3 code,
+fig_code/fig3/figB.py: ID = pair (1,2) on test keys, OOD = pair (4,3) on
+training keys, train = pair (1,2) on its training sequences).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,6 +37,37 @@ import pandas as pd
 import torch
 
 from .data import SPLITS, AnchorData, pair_label
+
+
+@dataclass(frozen=True)
+class MetricDefinition:
+    """Which metric columns a figure reads as ID, OOD, train accuracy and commutativity."""
+
+    id: str
+    ood: str
+    train: str
+    commutativity: str
+    text: str
+
+
+METRIC_DEFINITIONS = {
+    "anchorlab": MetricDefinition(
+        "id_acc", "ood_acc", "train_acc", "commutativity",
+        "ID = seen pairs on ID-test keys; OOD = held-out pairs (inferential target) on both key splits; "
+        "train = seen pairs on fresh sequences with training keys"),
+    "authors-fig3": MetricDefinition(
+        "acc/12/test", "acc/43/train", "acc/12/seen", "commutativity",
+        "the authors' journal Fig. 3: ID = pair (1,2) on test keys; OOD = pair (4,3) (inferential) on "
+        "training keys; train = pair (1,2) on its training sequences"),
+}
+
+
+def metric_definition(name: str) -> MetricDefinition:
+    if name not in METRIC_DEFINITIONS:
+        from ...config.base import ConfigError
+        raise ConfigError(f"aggregate.metrics: must be one of {', '.join(repr(k) for k in METRIC_DEFINITIONS)}, "
+                          f"got {name!r}")
+    return METRIC_DEFINITIONS[name]
 
 if TYPE_CHECKING:
     from .task import AnchorTask
@@ -58,10 +97,11 @@ def evaluate(model: torch.nn.Module, task: AnchorTask,
     non-inferential pairs, deviation = prediction - inferential target.
     """
     keys = list(sets)
-    all_tokens = torch.cat([sets[k].tokens for k in keys])
-    preds_all = predict(model, all_tokens, batch_size)
-    sizes = [len(sets[k]) for k in keys]
-    preds = dict(zip(keys, torch.split(preds_all, sizes)))
+    preds = {}
+    for part in ([k for k in keys if k[1] != "seen"], [k for k in keys if k[1] == "seen"]):
+        if part:  # seen groups are predicted in their own batches: the others' batches do not change
+            out = predict(model, torch.cat([sets[k].tokens for k in part]), batch_size)
+            preds.update(zip(part, torch.split(out, [len(sets[k]) for k in part])))
     # Commutativity: the same held-out sequences with anchors swapped.
     comm_keys = [k for k in keys if k[0] in task.held_out_pairs and k[0][0] != k[0][1]]
     swapped = {}
@@ -123,6 +163,7 @@ def summarize(table: pd.DataFrame, task: AnchorTask) -> dict[str, float]:
     m["ood_symmetric_acc"] = _mean(sym)
     m["ood_other_frac"] = _mean(t[(t.hypothesis == "other") & t.pair.isin(held)])
     m["commutativity"] = _mean(t[t.hypothesis == "commutativity"])
+    m["train_seen_acc"] = _mean(des[des.pair.isin(trained) & (des.split == "seen")])
     per_pair = des[des.pair.isin(trained) & (des.split == "train")].acc
     m["min_pair_train_acc"] = float(per_pair.min()) if len(per_pair) else math.nan
     for r in t.itertuples():

@@ -112,9 +112,12 @@ class AnchorTask:
         return AnchorData(t(tokens), t(targets), t(pr), t(key), t(pos))
 
     def train_data(self, seed: int, n: int | None = None) -> AnchorData:
-        """The training set: trained pairs x training keys (stream 0 of ``seed``)."""
-        rng = np.random.default_rng([seed, 0])
-        return self.sample(n or self.cfg.n_train, self.trained_pairs, "train", rng)
+        """The training set: trained pairs x training keys (stream 0 of ``seed``); cached per (seed, n)."""
+        key = (seed, n or self.cfg.n_train)
+        if getattr(self, "_train_key", None) != key:
+            rng = np.random.default_rng([seed, 0])
+            self._train, self._train_key = self.sample(key[1], self.trained_pairs, "train", rng), key
+        return self._train
 
     def eval_sets(self, seed: int, n: int | None = None) -> dict[tuple[tuple[int, int], str], AnchorData]:
         """Fixed evaluation groups: every (pair, key split), stream 1 of ``seed``.
@@ -130,8 +133,21 @@ class AnchorTask:
     def dims(self) -> dict[str, int]:
         return self.cfg.dims()
 
+    def seen_sets(self, seed: int, n: int | None = None) -> dict[tuple[tuple[int, int], str], AnchorData]:
+        """``(pair, 'seen')``: the first ``n`` training sequences of each trained pair (the sequences the
+        model is trained on; the authors' "training accuracy", journal Fig. 3)."""
+        data = self.train_data(seed)
+        n = n or self.cfg.n_eval_per_group
+        out = {}
+        for p in self.trained_pairs:
+            idx = torch.nonzero((data.pair[:, 0] == p[0]) & (data.pair[:, 1] == p[1])).flatten()[:n]
+            out[(p, "seen")] = AnchorData(*(t[idx] for t in (data.tokens, data.targets, data.pair, data.key,
+                                                             data.key_pos)))
+        return out
+
     def eval_data(self, seed: int) -> dict[tuple[tuple[int, int], str], AnchorData]:
-        return self.eval_sets(seed)
+        """Every (pair, key split) group of :meth:`eval_sets` plus the ``seen`` groups of :meth:`seen_sets`."""
+        return {**self.eval_sets(seed), **self.seen_sets(seed)}
 
     def loss(self, fwd: Forward, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Cross-entropy of the last position's logits (NeurIPS §3.5)."""
