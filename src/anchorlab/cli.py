@@ -80,11 +80,41 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 
     print(f"anchorlab demo: training a large-init and a small-init model on the 'neurips' anchor task "
           f"(preset {DEMO_PRESET}, gammas {DEMO_GAMMAS}) in {a.workers} worker process(es)...", flush=True)
-    table = run_demo(a.out, a.set, workers=a.workers, progress=not a.no_progress)
+    table = run_demo(a.out, a.set, workers=a.workers, progress=not a.no_progress, seeds=a.seeds)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(table.drop(columns=["train_acc", "run_dir"], errors="ignore")
+        print(table.drop(columns=["train_acc", "run_dir"] + (["seed"] if a.seeds == 1 else []), errors="ignore")
               .to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    r = table.attrs["rates"]
+    print(f"\ncontrast (large init: symmetric >= 0.8, small init: inferential >= 0.8, ID >= 0.9 both) in "
+          f"{r['contrast_rate']:.0%} of {r['cases']} seed(s)")
     print(f"\nwrote {Path(a.out) / 'summary.json'} and {Path(a.out) / 'ood_over_training.png'}")
+    return 0
+
+
+def _cmd_robustness(a: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .robustness import DEFAULT_SETTINGS, parse_setting, run_study
+
+    settings = [parse_setting(s) for s in a.setting] or list(DEFAULT_SETTINGS)
+    seeds = list(range(a.seeds))
+    out = Path(a.out)
+    print(f"robustness: {a.op_sets} op sets x {len(seeds)} seeds x settings "
+          f"{', '.join(f'{s.name} {s.overrides}' for s in settings)}; base {a.config}; out {out}", flush=True)
+
+    def done(run, status: str) -> None:
+        if not a.no_progress:
+            print(f"  run {run.run_id}: {status}", flush=True)
+
+    res = run_study(str(out), a.config, a.op_sets, seeds, settings, a.set, a.op_seed, a.workers, a.executor,
+                    done, include_papers=not a.no_papers_op_set)
+    cols = ["op_set", "seed"] + [c for c in res["judged"].columns if c.endswith(("id_acc", "_acc"))] + ["contrast"]
+    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
+        print(res["judged"][cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    r = res["rates"]
+    print(f"\ncontrast in {r['contrast_rate']:.0%} of {r['cases']} cases (large init memorizes "
+          f"{r['large_memorizes_rate']:.0%}, small init composes {r['small_composes_rate']:.0%}); "
+          f"tables in {out}")
     return 0
 
 
@@ -211,10 +241,27 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("demo", help="train a large-init and a small-init model and compare them")
     sp.add_argument("--out", default="demo_out")
     sp.add_argument("--workers", type=int, default=2, help="parallel training processes (default 2)")
+    sp.add_argument("--seeds", type=int, default=1, help="seeds per model; the contrast rate is reported over them")
     sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override the demo config for both models")
     sp.add_argument("--no-progress", action="store_true")
     sp.set_defaults(fn=_cmd_demo)
+
+    sp = sub.add_parser("robustness", help="the headline over random anchor op sets x seeds: large vs small init")
+    sp.add_argument("config", nargs="?", default="demo/small", help="base config (default demo/small)")
+    sp.add_argument("--out", required=True, help="study directory (resumable)")
+    sp.add_argument("--op-sets", type=int, default=5, help="number of op sets, the papers' first (default 5)")
+    sp.add_argument("--no-papers-op-set", action="store_true", help="draw every op set at random")
+    sp.add_argument("--op-seed", type=int, default=0, help="seed of the op-set draw")
+    sp.add_argument("--seeds", type=int, default=3, help="seeds per op set and setting (default 3)")
+    sp.add_argument("--setting", action="append", default=[], metavar="NAME:KEY=VALUE[,...]",
+                    help="a model setting, first the memorizing one, e.g. large_init:init.gamma=0.3 "
+                         "(default: the demo's two gammas)")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
+    sp.add_argument("--executor", default="process", choices=["process", "inprocess", "ray"])
+    sp.add_argument("--workers", type=int, default=None)
+    sp.add_argument("--no-progress", action="store_true")
+    sp.set_defaults(fn=_cmd_robustness)
 
     sp = sub.add_parser("sweep", help="run (or resume) a sweep: a base config x axes, results in SQLite")
     sp.add_argument("spec", help="sweep YAML or preset (e.g. fig2_cpu)")

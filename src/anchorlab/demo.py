@@ -30,10 +30,13 @@ DEMO_PRESET = "demo/small"
 DEMO_GAMMAS = {"large_init": 0.3, "small_init": 0.6}
 
 
-def demo_spec(overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
-    """The demo as a sweep spec: ``demo/small`` + overrides, one run per gamma."""
-    return {"name": "demo", "base": load_yaml(DEMO_PRESET), "set": list(overrides),
-            "axes": {"init.gamma": list(DEMO_GAMMAS.values())}}
+def demo_spec(overrides: list[str] | tuple[str, ...] = (), seeds: int = 1) -> dict[str, Any]:
+    """The demo as a sweep spec: ``demo/small`` + overrides, one run per gamma (x seed)."""
+    spec: dict[str, Any] = {"name": "demo", "base": load_yaml(DEMO_PRESET), "set": list(overrides),
+                            "axes": {"init.gamma": list(DEMO_GAMMAS.values())}}
+    if seeds > 1:
+        spec["zip"] = [{"train.init_seed": list(range(seeds)), "train.data_seed": list(range(seeds))}]
+    return spec
 
 
 def _label(gamma: float) -> str:
@@ -51,7 +54,8 @@ def _row(run_dir: Path) -> dict[str, Any]:
     from .tasks.anchor.metrics import top_deviations
     held = [f"{a}{b}" for a, b in res.task.held_out_pairs]
     dev = top_deviations(result.tables["deviations"], held[0]) if held else []
-    return {"model": _label(res.cfg.init.gamma), "gamma": res.cfg.init.gamma, "id_acc": f["id_acc"],
+    return {"model": _label(res.cfg.init.gamma), "seed": res.cfg.train.init_seed, "gamma": res.cfg.init.gamma,
+            "id_acc": f["id_acc"],
             "train_acc": f["train_acc"], "ood_inferential_acc": f["ood_inferential_acc"],
             "ood_symmetric_acc": f["ood_symmetric_acc"], "ood_other_frac": f["ood_other_frac"],
             "top_deviations": ", ".join(f"{d:+d}: {p:.0%}" for d, p in dev),
@@ -59,8 +63,11 @@ def _row(run_dir: Path) -> dict[str, Any]:
 
 
 def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), workers: int = 2,
-             progress: bool = False) -> pd.DataFrame:
-    """Train both demo models (in parallel, resumably), write the summary files, return the table."""
+             progress: bool = False, seeds: int = 1) -> pd.DataFrame:
+    """Train both demo models (in parallel, resumably) for ``seeds`` seeds, write the summary files, return
+    the table (one row per model and seed; ``table.attrs["rates"]`` holds the contrast rate over seeds)."""
+    from .robustness import case_table, judge, rates
+    from .reproduce.registry import finals
     from .plots.training import plot_ood_over_training, save_figure
     from .sweep.runner import run_sweep
 
@@ -71,7 +78,7 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
         if progress:
             print(f"  {_label(run.values['init.gamma'])} (gamma={run.values['init.gamma']}): {status}", flush=True)
 
-    df = run_sweep(demo_spec(overrides), out, executor="process" if workers > 1 else "inprocess",
+    df = run_sweep(demo_spec(overrides, seeds), out, executor="process" if workers > 1 else "inprocess",
                    max_workers=workers if workers > 1 else None, on_result=done)
     runs = df.drop_duplicates("run_id").sort_values("init.gamma")
     failed = runs[~runs.status.isin(["finished", "stopped_early"])]
@@ -79,16 +86,21 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
         raise RuntimeError(f"demo runs did not finish: {failed[['run_id', 'status', 'error']].to_dict('records')}")
     rows = [_row(out / "runs" / rid) for rid in runs.run_id]
     for r in rows:  # friendly names next to the run-id directories
-        link = out / r["model"]
+        link = out / (r["model"] if seeds == 1 else f"{r['model']}_seed{r['seed']}")
         if not link.exists() and not link.is_symlink():
             try:
                 os.symlink(Path("runs") / Path(r["run_dir"]).name, link)
             except OSError:
                 pass
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(rows).sort_values(["seed", "gamma"]).reset_index(drop=True)
+    judged = judge(case_table([f for f in finals(out) if f["run_id"] in set(runs.run_id)]))
+    table.attrs["rates"] = rates(judged)
+    atomic_write(out / "rates.csv", lambda p: pd.DataFrame([table.attrs["rates"]]).to_csv(p, index=False))
+    rows = table.to_dict("records")
     write_json(out / "summary.json", rows)
     atomic_write(out / "summary.csv", lambda p: table.to_csv(p, index=False))
-    hist = {r["model"]: pd.DataFrame(read_json(Path(r["run_dir"]) / "final.json")["history"]) for r in rows}
-    save_figure(plot_ood_over_training(hist, {r["model"]: r["gamma"] for r in rows}),
+    first = [r for r in rows if r["seed"] == rows[0]["seed"]]
+    hist = {r["model"]: pd.DataFrame(read_json(Path(r["run_dir"]) / "final.json")["history"]) for r in first}
+    save_figure(plot_ood_over_training(hist, {r["model"]: r["gamma"] for r in first}),
                 out / "ood_over_training", formats=("png",))
     return table

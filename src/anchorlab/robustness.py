@@ -1,0 +1,242 @@
+"""Robustness of the headline: random anchor op sets x seeds, a large-init and a small-init setting.
+
+A *case* is one op set and one seed. An op set draws four distinct integer
+steps for the anchors 1..4, a random held-out pair (a, b), a != b, and trains
+its mirror (b, a) with a non-inferential shift (its inferential shift plus a
+non-zero offset) that equals no pair's inferential target; every other pair is
+inferential (``task.preset: custom`` + ``task.pair_rules``). The papers' op
+set ({1:+5, 2:+1, 3:-2, 4:-8}, (4,3) held out, (3,4) -> x-6) can be included
+as case 0 (``include_papers``).
+
+The contrast holds in a case when the large-init model fits (ID >= ``id_min``)
+and answers the held-out pair with the mirror's target (symmetric accuracy >=
+``acc_min``), and the small-init model fits and composes (inferential accuracy
+>= ``acc_min``). The study is a sweep on the one runner (resumable, results in
+``results.sqlite``); :func:`case_table` and :func:`rates` read it back.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .config import ConfigError, check_range
+
+ANCHORS = (1, 2, 3, 4)
+PAPERS = {"anchors": {1: 5, 2: 1, 3: -2, 4: -8}, "held_out": (4, 3), "mirror_shift": -6}
+
+
+@dataclass(frozen=True)
+class OpSet:
+    """Steps of anchors 1..4, the held-out pair, and the shift its mirror is trained with."""
+
+    anchors: dict[int, int]
+    held_out: tuple[int, int]
+    mirror_shift: int
+
+    @property
+    def label(self) -> str:
+        steps = ",".join(f"{a}:{s:+d}" for a, s in sorted(self.anchors.items()))
+        a, b = self.held_out
+        return f"{{{steps}}} ({a},{b}) held out, ({b},{a})->x{self.mirror_shift:+d}"
+
+    def task_overrides(self) -> dict[str, Any]:
+        a, b = self.held_out
+        return {"task.preset": "custom", "task.anchors": dict(self.anchors),
+                "task.pair_rules": {f"{a},{b}": "held_out", f"{b},{a}": f"shift:{self.mirror_shift}"}}
+
+
+def _collides(anchors: Mapping[int, int], held: tuple[int, int], shift: int) -> bool:
+    inf = {(x, y): anchors[x] + anchors[y] for x in anchors for y in anchors}
+    return any(s == shift for p, s in inf.items() if p != (held[1], held[0]))
+
+
+def random_op_sets(n: int, seed: int = 0, step_range: tuple[int, int] = (-8, 8),
+                   offset_range: tuple[int, int] = (-6, 6), include_papers: bool = True) -> list[OpSet]:
+    """``n`` op sets (the papers' first if ``include_papers``), drawn from ``numpy.random.default_rng(seed)``.
+
+    Steps: four distinct non-zero integers in ``step_range``; the mirror's
+    offset: a non-zero integer in ``offset_range`` whose target collides with
+    no pair's inferential target; every target stays in 0..200.
+    """
+    check_range("op_sets", n, 1)
+    lo, hi = step_range
+    if hi - lo + 1 - (lo <= 0 <= hi) < len(ANCHORS):
+        raise ConfigError(f"step_range: needs at least {len(ANCHORS)} distinct non-zero steps, got {step_range}")
+    rng = np.random.default_rng([seed, 77])
+    out = [OpSet(dict(PAPERS["anchors"]), PAPERS["held_out"], PAPERS["mirror_shift"])] if include_papers else []
+    steps_pool = [s for s in range(lo, hi + 1) if s != 0]
+    offsets = [o for o in range(offset_range[0], offset_range[1] + 1) if o != 0]
+    pairs = [p for p in itertools.product(ANCHORS, ANCHORS) if p[0] != p[1]]
+    seen = {out[0].label} if out else set()
+    tries = 0
+    while len(out) < n:
+        tries += 1
+        if tries > 10_000:
+            raise ConfigError("op_sets: could not draw enough distinct op sets within the ranges; widen them")
+        steps = rng.choice(steps_pool, size=len(ANCHORS), replace=False).tolist()
+        anchors = dict(zip(ANCHORS, (int(s) for s in steps)))
+        held = tuple(int(x) for x in pairs[rng.integers(len(pairs))])
+        shift = anchors[held[0]] + anchors[held[1]] + int(rng.choice(offsets))
+        sums = [anchors[x] + anchors[y] for x in anchors for y in anchors] + [shift]
+        if _collides(anchors, held, shift) or 20 + min(sums) < 0 or 99 + max(sums) > 200:
+            continue
+        op = OpSet(anchors, held, shift)  # type: ignore[arg-type]
+        if op.label not in seen:
+            seen.add(op.label)
+            out.append(op)
+    return out
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A named model setting: dotted overrides on the base config (e.g. ``init.gamma``)."""
+
+    name: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+DEFAULT_SETTINGS = (Setting("large_init", {"init.gamma": 0.3}), Setting("small_init", {"init.gamma": 0.6}))
+
+
+def study_spec(base: str | Mapping[str, Any], op_sets: Sequence[OpSet], seeds: Sequence[int],
+               settings: Sequence[Setting] = DEFAULT_SETTINGS, overrides: Sequence[str] = (),
+               name: str = "robustness") -> dict[str, Any]:
+    """The study as a sweep spec: zip(op set) x zip(setting) x zip(seed)."""
+    from .config import load_yaml
+
+    if len(settings) < 2 or len({s.name for s in settings}) != len(settings):
+        raise ConfigError("settings: need at least two settings with distinct names")
+    keys = sorted({k for s in settings for k in s.overrides})
+    for s in settings:
+        missing = [k for k in keys if k not in s.overrides]
+        if missing:
+            raise ConfigError(f"settings.{s.name}: must set {', '.join(missing)} like the others")
+    ops = [o.task_overrides() for o in op_sets]
+    return {
+        "name": name,
+        "base": load_yaml(base) if isinstance(base, str) else dict(base),
+        "set": list(overrides),
+        "zip": [
+            {k: [o[k] for o in ops] for k in ("task.anchors", "task.pair_rules")} | {"task.preset": [o["task.preset"] for o in ops]},
+            {k: [s.overrides[k] for s in settings] for k in keys},
+            {"train.init_seed": list(seeds), "train.data_seed": list(seeds)},
+        ],
+    }
+
+
+def _setting_of(row: Mapping[str, Any], settings: Sequence[Setting]) -> str:
+    for s in settings:
+        if all(_same(row.get(k), v) for k, v in s.overrides.items()):
+            return s.name
+    return "?"
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        try:
+            return math.isclose(float(a), float(b))
+        except (TypeError, ValueError):
+            return False
+    return a == b
+
+
+def case_table(runs: Sequence[Mapping[str, Any]], settings: Sequence[Setting] = DEFAULT_SETTINGS) -> pd.DataFrame:
+    """One row per run: op set, seed, setting, final ID / inferential / symmetric accuracy, status.
+
+    ``runs``: final.json dicts of the study's runs.
+    """
+    rows = []
+    for f in runs:
+        c = f["config"]
+        flat = {"init.gamma": c["init"]["gamma"]}
+        for sec in ("init", "optim", "model", "train", "task"):
+            for k, v in c[sec].items():
+                flat[f"{sec}.{k}"] = v
+        t = c["task"]
+        rules = t["pair_rules"]
+        held = next((k for k, v in rules.items() if v == "held_out"), "4,3")
+        op = OpSet({int(k): int(v) for k, v in t["anchors"].items()}, tuple(int(x) for x in held.split(",")),
+                   int(next((v.split(":")[1] for v in rules.values() if str(v).startswith("shift:")),
+                            PAPERS["mirror_shift"])))
+        fin = f.get("final", {})
+        rows.append({"op_set": op.label, "seed": c["train"]["init_seed"], "setting": _setting_of(flat, settings),
+                     "status": f.get("status"), "id_acc": fin.get("id_acc", math.nan),
+                     "ood_inferential_acc": fin.get("ood_inferential_acc", math.nan),
+                     "ood_symmetric_acc": fin.get("ood_symmetric_acc", math.nan),
+                     "train_loss": fin.get("train_loss", math.nan), "steps": f.get("steps"),
+                     "wall_seconds": f.get("wall_seconds"), "run_id": f.get("run_id")})
+    return pd.DataFrame(rows).sort_values(["op_set", "seed", "setting"]).reset_index(drop=True)
+
+
+def judge(cases: pd.DataFrame, large: str = "large_init", small: str = "small_init", id_min: float = 0.9,
+          acc_min: float = 0.8) -> pd.DataFrame:
+    """One row per case (op set, seed): each model's numbers and whether the contrast holds."""
+    wide = cases.pivot_table(index=["op_set", "seed"], columns="setting",
+                             values=["id_acc", "ood_inferential_acc", "ood_symmetric_acc"], aggfunc="first")
+    wide.columns = [f"{s}.{m}" for m, s in wide.columns]
+    w = wide.reset_index()
+    need = [f"{x}.{m}" for x in (large, small) for m in ("id_acc", "ood_inferential_acc", "ood_symmetric_acc")]
+    for c in need:
+        if c not in w:
+            w[c] = math.nan
+    w["large_memorizes"] = (w[f"{large}.id_acc"] >= id_min) & (w[f"{large}.ood_symmetric_acc"] >= acc_min)
+    w["small_composes"] = (w[f"{small}.id_acc"] >= id_min) & (w[f"{small}.ood_inferential_acc"] >= acc_min)
+    w["contrast"] = w["large_memorizes"] & w["small_composes"]
+    return w
+
+
+def rates(judged: pd.DataFrame) -> dict[str, float]:
+    """Fractions of cases: contrast, large-init memorizes, small-init composes; and the case count."""
+    n = len(judged)
+    return {"cases": n, "contrast_rate": float(judged.contrast.mean()) if n else math.nan,
+            "large_memorizes_rate": float(judged.large_memorizes.mean()) if n else math.nan,
+            "small_composes_rate": float(judged.small_composes.mean()) if n else math.nan}
+
+
+def parse_setting(text: str) -> Setting:
+    """``"small_init:init.gamma=0.6,optim.peak_lr=1e-3"`` -> Setting."""
+    from .config import parse_scalar
+
+    name, sep, rest = text.partition(":")
+    if not sep or not name.strip() or not rest.strip():
+        raise ConfigError(f"--setting {text!r}: expected NAME:KEY=VALUE[,KEY=VALUE...], "
+                          "e.g. small_init:init.gamma=0.6")
+    ov = {}
+    for item in rest.split(","):
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise ConfigError(f"--setting {text!r}: {item!r} is not KEY=VALUE")
+        ov[k.strip()] = parse_scalar(v)
+    return Setting(name.strip(), ov)
+
+
+def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_sets: int = 5,
+              seeds: Sequence[int] = (0, 1, 2), settings: Sequence[Setting] = DEFAULT_SETTINGS,
+              overrides: Sequence[str] = (), op_seed: int = 0, workers: int | None = None,
+              executor: str = "process", on_result: Any = None, include_papers: bool = True,
+              op_sets: Sequence[OpSet] | None = None) -> dict[str, Any]:
+    """Run (or resume) the study into ``out_dir``; write ``cases.csv`` (one row per run), ``judged.csv``
+    (one row per case), ``rates.csv``; return ``{"rates", "judged", "cases", "files"}``."""
+    from pathlib import Path
+
+    from .io import atomic_write
+    from .reproduce.registry import finals
+    from .sweep.runner import run_sweep
+
+    out = Path(out_dir)
+    ops = list(op_sets) if op_sets is not None else random_op_sets(n_op_sets, op_seed, include_papers=include_papers)
+    spec = study_spec(base, ops, seeds, settings, overrides)
+    run_sweep(spec, out, executor=executor, max_workers=workers, on_result=on_result)
+    cases = case_table(finals(out), settings)
+    judged = judge(cases, settings[0].name, settings[1].name)
+    r = rates(judged)
+    files = {}
+    for name, t in (("cases", cases), ("judged", judged), ("rates", pd.DataFrame([r]))):
+        files[name] = atomic_write(out / f"{name}.csv", lambda p, t=t: t.to_csv(p, index=False))
+    return {"rates": r, "judged": judged, "cases": cases, "files": files}

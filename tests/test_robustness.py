@@ -1,0 +1,80 @@
+"""The robustness study: op sets are valid tasks, cases are judged right, the command runs end to end."""
+
+import pandas as pd
+import pytest
+
+from anchorlab.cli import main
+from anchorlab.config import ConfigError, experiment_from_dict
+from anchorlab.robustness import (PAPERS, Setting, judge, parse_setting, random_op_sets, rates, study_spec)
+from anchorlab.sweep.grid import expand
+from anchorlab.tasks.anchor import AnchorTask
+
+
+def test_op_sets_never_collide_and_keep_the_held_out_pair_unseen():
+    ops = random_op_sets(40, seed=3)
+    assert ops[0].anchors == PAPERS["anchors"] and ops[0].held_out == (4, 3)
+    assert len({o.label for o in ops}) == 40
+    for o in ops:
+        assert len(set(o.anchors.values())) == 4 and 0 not in o.anchors.values()
+        cfg = experiment_from_dict({}, [f"{k}={v}" for k, v in o.task_overrides().items()])
+        t = AnchorTask(cfg.task)
+        assert t.held_out_pairs == [o.held_out]
+        mirror = (o.held_out[1], o.held_out[0])
+        assert t.non_inferential_pairs == [mirror]
+        assert cfg.task.target_collisions() == []
+        data = t.train_data(0, n=2000)
+        assert not ((data.pair[:, 0] == o.held_out[0]) & (data.pair[:, 1] == o.held_out[1])).any()
+        h = t.hypotheses(o.held_out)
+        assert h["symmetric"] == o.mirror_shift != h["inferential"]
+    assert random_op_sets(5, seed=3) == ops[:5]                     # deterministic per seed
+    assert random_op_sets(5, seed=4) != random_op_sets(5, seed=3)
+    with pytest.raises(ConfigError, match="step_range"):
+        random_op_sets(3, step_range=(1, 2))
+
+
+def test_study_spec_crosses_op_sets_settings_and_seeds():
+    ops = random_op_sets(3, seed=0)
+    spec = study_spec("demo/small", ops, [0, 1], [Setting("large_init", {"init.gamma": 0.3}),
+                                                Setting("small_init", {"init.gamma": 0.7})])
+    runs = expand(spec)
+    assert len(runs) == 3 * 2 * 2
+    assert {(r.config.init.gamma, r.config.train.init_seed, r.config.train.data_seed) for r in runs} == \
+        {(g, s, s) for g in (0.3, 0.7) for s in (0, 1)}
+    with pytest.raises(ConfigError, match="settings.a: must set optim.lr like the others"):
+        study_spec("demo/small", ops, [0], [Setting("a", {"init.gamma": 0.3}), Setting("b", {"optim.lr": 1e-3})])
+    assert parse_setting("small_init:init.gamma=0.6,optim.peak_lr=1e-3") == \
+        Setting("small_init", {"init.gamma": 0.6, "optim.peak_lr": 1e-3})
+    with pytest.raises(ConfigError, match="NAME:KEY=VALUE"):
+        parse_setting("init.gamma=0.6")
+
+
+def test_judge_and_rates_by_hand():
+    rows = []
+    for op, seed, large, small in (("A", 0, (0.95, 0.0, 0.9), (0.99, 0.85, 0.0)),   # contrast
+                                   ("A", 1, (0.80, 0.0, 0.9), (0.99, 0.85, 0.0)),   # large init did not fit
+                                   ("B", 0, (0.95, 0.1, 0.85), (0.95, 0.2, 0.7))):  # small init memorized
+        for name, (i, inf, sym) in (("large_init", large), ("small_init", small)):
+            rows.append({"op_set": op, "seed": seed, "setting": name, "id_acc": i, "ood_inferential_acc": inf,
+                         "ood_symmetric_acc": sym})
+    j = judge(pd.DataFrame(rows))
+    assert list(j.contrast) == [True, False, False]
+    assert list(j.large_memorizes) == [True, False, True] and list(j.small_composes) == [True, True, False]
+    assert rates(j) == {"cases": 3, "contrast_rate": 1 / 3, "large_memorizes_rate": 2 / 3,
+                        "small_composes_rate": 2 / 3}
+
+
+def test_robustness_command_end_to_end(tmp_path, capsys):
+    tiny = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024", "task.n_eval_per_group=16",
+            "train.batch_size=256", "train.epochs=1", "train.eval_every=4"]
+    args = ["robustness", "demo/small", "--out", str(tmp_path / "r"), "--op-sets", "2", "--seeds", "2",
+            "--executor", "inprocess", "--no-progress"]
+    for s in tiny:
+        args += ["--set", s]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "contrast in" in out and "of 4 cases" in out
+    cases = pd.read_csv(tmp_path / "r" / "cases.csv")
+    assert len(cases) == 8 and set(cases.setting) == {"large_init", "small_init"}
+    judged = pd.read_csv(tmp_path / "r" / "judged.csv")
+    assert len(judged) == 4 and judged.op_set.nunique() == 2
+    assert (tmp_path / "r" / "results.sqlite").exists() and (tmp_path / "r" / "rates.csv").exists()
