@@ -212,7 +212,13 @@ def parse_setting(text: str) -> Setting:
         k, eq, v = item.partition("=")
         if not eq or not k.strip():
             raise ConfigError(f"--setting {text!r}: {item!r} is not KEY=VALUE")
-        ov[k.strip()] = parse_scalar(v)
+        val = parse_scalar(v)
+        if isinstance(val, str):  # YAML 1.1 reads 1e-3 as text
+            try:
+                val = float(val)
+            except ValueError:
+                pass
+        ov[k.strip()] = val
     return Setting(name.strip(), ov)
 
 
