@@ -30,7 +30,7 @@ def test_list_prints_runs_and_compute_per_scale(capsys, shared_datasets, monkeyp
     for fid in REQUIRED:
         assert fid in out
     assert "1134 runs" in out                      # fig2 at paper scale: 7 gammas x 6 depths x 9 lrs x 3 seeds
-    assert "8 runs" in out and "h on this CPU" in out and "h on one GPU" in out
+    assert "16 runs" in out and "h on this CPU" in out and "h on one GPU" in out
 
 
 def test_paper_scale_specs_expand_to_the_papers_grids():
@@ -59,10 +59,10 @@ def test_reproduce_fig2_end_to_end_at_cpu_scale_reduced(tmp_path, capsys):
     ours = pd.to_numeric(claims.ours, errors="coerce")
     assert ours.between(0, 1).all()                 # accuracies and a fraction, all computed
     readme = (out / "README.md").read_text()
-    assert "| claim | paper | ours |" in readme and "8 runs" in readme
+    assert "| claim | paper | ours |" in readme and "16 runs" in readme
     # a second call trains nothing new
     assert main(args) == 0
-    assert len(list((out / "sweep" / "runs").iterdir())) == 8
+    assert len(list((out / "sweep" / "runs").iterdir())) == 16
 
 
 def test_unknown_figure_and_scale_are_one_line_errors(capsys):
