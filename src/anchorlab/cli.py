@@ -89,12 +89,19 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 
 
 def _progress_bar(total: int, desc: str, enabled: bool):
+    """A per-run progress display (a bar on a terminal, one line per finished run elsewhere)."""
     if not enabled or not total:
         return None, None
-    from tqdm.auto import tqdm
+    from .progress import Progress
 
-    bar = tqdm(total=total, desc=desc, unit="run")
-    return bar, (lambda r, st: bar.update(1))
+    bar = Progress(True, total, 0, desc, unit="run")
+
+    def on_result(run, status: str) -> None:
+        bar.update(1)
+        values = ", ".join(f"{k}={v}" for k, v in run.values.items())
+        bar.note(f"run {run.run_id} {status}" + (f" ({values})" if values else ""))
+
+    return bar, on_result
 
 
 def _parse_stack(text: str) -> str | int:

@@ -33,13 +33,13 @@ def figure_spec(fig: Figure, scale: str, overrides: list[str] | tuple[str, ...] 
     """The sweep spec of a figure at a scale, as a mapping (with extra ``set`` overrides appended)."""
     import yaml
 
-    from ..sweep.grid import resolve_sweep
+    from ..sweep.grid import parse_set, resolve_sweep
 
     if scale not in fig.sweeps:
         raise ConfigError(f"--scale: figure {fig.id} has scales {', '.join(fig.sweeps)}, got {scale!r}")
     src = fig.sweeps[scale]
     spec = dict(src) if isinstance(src, dict) else yaml.safe_load(resolve_sweep(src).read_text())
-    spec["set"] = list(spec.get("set") or []) + list(overrides)
+    spec["set"] = [e if isinstance(e, str) else {e[0]: e[1]} for e in parse_set(spec.get("set"))] + list(overrides)
     return spec
 
 
