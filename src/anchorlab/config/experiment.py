@@ -208,6 +208,8 @@ class TrainConfig:
     tf32: bool = False
     log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
     stop_when: tuple[str, ...] = ()
+    # experiment tracking (anchorlab.tracking): none | mlflow | tensorboard; not part of the run id
+    tracking: str = field(default="none", metadata={"identity": False})
 
     def __post_init__(self) -> None:
         p = "train"
@@ -223,6 +225,7 @@ class TrainConfig:
         check_choice(f"{p}.amp", self.amp, ("none", "bf16"))
         for i, r in enumerate(self.stop_when):
             parse_stop_rule(f"{p}.stop_when[{i}]", r)
+        check_choice(f"{p}.tracking", self.tracking, ("none", "mlflow", "tensorboard"))
 
     @property
     def stop_rules(self) -> list[tuple[str, str, float]]:

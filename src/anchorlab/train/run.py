@@ -223,6 +223,7 @@ class RunState:
     eval_data: Any = None
     device: torch.device = torch.device("cpu")
     t0: float = field(default_factory=time.perf_counter)
+    tracker: Any = None   # anchorlab.tracking.Tracker when train.tracking is not 'none'
 
     @classmethod
     def open(cls, cfg: ExperimentConfig, run_dir: str | Path, task: Task, device: torch.device,
@@ -268,7 +269,13 @@ class RunState:
         if seed not in cache:
             cache[seed] = (task.train_data(seed), task.eval_data(seed))
         train_data, eval_data = cache[seed]
-        return cls(cfg, task, run_dir, model, opt, train_data, step, wall, history, callbacks, eval_data, device, t0)
+        tracker = None
+        if getattr(cfg.train, "tracking", "none") != "none":
+            from ..tracking import make_tracker
+            tracker = make_tracker(cfg, run_dir)
+            tracker.start(cfg, step)
+        return cls(cfg, task, run_dir, model, opt, train_data, step, wall, history, callbacks, eval_data, device, t0,
+                   tracker)
 
     # ---- plan
     @property
@@ -298,6 +305,8 @@ class RunState:
         with open(self.run_dir / "metrics.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
         self.history.append(row)
+        if self.tracker is not None:
+            self.tracker.log(row)
         return row
 
     def stop_status(self, row: dict[str, Any]) -> str | None:
@@ -317,7 +326,10 @@ class RunState:
     def finish(self, model: torch.nn.Module, status: str, step: int) -> dict[str, Any]:
         """Save the final weights and write final.json."""
         save_weights(self.run_dir / "model.safetensors", model, {"run_id": self.cfg.run_id()})
-        return finalize(self.cfg, self.run_dir, self.history, status, self.wall(), step)
+        final = finalize(self.cfg, self.run_dir, self.history, status, self.wall(), step)
+        if self.tracker is not None:
+            self.tracker.finish(final, self.task.headline)
+        return final
 
 
 def check_dims(cfg: ExperimentConfig, task: Task) -> None:
