@@ -138,9 +138,12 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def _cmd_report(a: argparse.Namespace) -> int:
-    from .report import make_report
+    from .report import make_report, screenshot
 
-    print(f"wrote {make_report(a.sweep_dir)}")
+    path = make_report(a.sweep_dir)
+    print(f"wrote {path}")
+    if a.screenshot:
+        print(f"wrote {screenshot(path, a.screenshot)}")
     return 0
 
 
@@ -236,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("report", help="HTML page with the figures and tables of a sweep")
     sp.add_argument("sweep_dir")
+    sp.add_argument("--screenshot", metavar="PNG", help="also render the page with headless Chromium into PNG")
     sp.set_defaults(fn=_cmd_report)
 
     sp = sub.add_parser("analyze", help="analyses of trained runs (PNG + CSV); --list shows them")

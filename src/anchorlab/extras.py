@@ -45,3 +45,10 @@ def require(module: str, what: str) -> ModuleType:
         top = module.split(".")[0]
         pkg, _ = EXTRAS[top]
         raise MissingExtra(f"{what} needs {pkg}, which is not installed: {install_hint(top)}") from None
+
+
+def require_extra(extra: str, what: str) -> None:
+    """Check that every package of ``extra`` imports, or raise :class:`MissingExtra` naming it."""
+    for module, (_, e) in EXTRAS.items():
+        if e == extra and module not in ("tensorboard",):
+            require(module, what)

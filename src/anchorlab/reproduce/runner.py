@@ -74,6 +74,8 @@ def describe_figures(scale: str | None = None, workers: int = 2) -> str:
                 lines.append(f"{'':18s}   {sc:5s} (cannot expand here: {e})")
         if fig.notes:
             lines.append(f"{'':18s}   note: {fig.notes}")
+        if fig.extra:
+            lines.append(f"{'':18s}   needs: pip install 'anchorlab[{fig.extra}]'")
     return "\n".join(lines)
 
 
@@ -107,6 +109,9 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
         plan = plan_sweep(spec, sweep_dir)
         print(plan.to_string(index=False))
         return {}
+    if fig.extra:  # before training, not after it
+        from ..extras import require_extra
+        require_extra(fig.extra, f"reproduce {figure}")
     out.mkdir(parents=True, exist_ok=True)
 
     def done(run, status: str) -> None:
