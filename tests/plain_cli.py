@@ -1,6 +1,6 @@
 """Every CLI command at tiny size, as a user of a plain install (no extras) runs it.
 
-    python tests/plain_cli.py WORKDIR [--hide-extras] [--json OUT.json]
+    python tests/plain_cli.py WORKDIR [--hide-extras] [--quick] [--json OUT.json]
 
 prints one line per command: its label, return code, and the line it printed
 to stderr when it did not succeed. A command passes when it returns 0, or 2
@@ -26,6 +26,11 @@ EXTRA_HINT = "pip install 'anchorlab["
 
 TINY = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024", "task.n_eval_per_group=16",
         "train.batch_size=128", "train.epochs=1", "train.eval_every=4", "optim.lr=1e-3", "train.threads=1"]
+
+# the subset the test suite runs (each command family once; the rest repeat code paths at more cost)
+QUICK = ("config", "train", "eval", "analyze --list", "analyze stable-rank", "analyze condensation", "sweep --dry-run",
+         "sweep", "sweep --executor ray", "report", "reproduce --dry-run", "reproduce neurips-fig5", "demo",
+         "train log_complexity", "train tracking=mlflow", "train tracking=tensorboard")
 
 # label -> the extra it needs (None: must work on a plain install)
 NEEDS = {"analyze condensation": "analysis", "train log_complexity": "analysis", "train tracking=mlflow": "tracking",
@@ -99,11 +104,13 @@ def commands(w: str) -> list[tuple[str, list[str]]]:
     ]
 
 
-def run_all(w: str) -> list[dict]:
+def run_all(w: str, quick: bool = False) -> list[dict]:
     from anchorlab.cli import main
 
     results = []
     for label, args in commands(w):
+        if quick and label not in QUICK:
+            continue
         out, err = io.StringIO(), io.StringIO()
         t0 = time.perf_counter()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -129,6 +136,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("workdir")
     p.add_argument("--hide-extras", action="store_true")
+    p.add_argument("--quick", action="store_true", help="only the QUICK subset")
     p.add_argument("--json")
     a = p.parse_args()
     if a.hide_extras:
@@ -136,7 +144,7 @@ if __name__ == "__main__":
     import matplotlib
 
     matplotlib.use("Agg")
-    res = run_all(a.workdir)
+    res = run_all(a.workdir, a.quick)
     for r in res:
         tail = r["stderr"] if r["rc"] != 0 else r["stdout_last"]
         print(f"{'ok ' if r['ok'] else 'BAD'} rc={r['rc']!s:3} {r['seconds']:5.1f}s  {r['label']:28s} {tail}")

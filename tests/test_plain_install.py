@@ -6,6 +6,7 @@ plain install without a second environment.
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,8 +35,6 @@ print(json.dumps({{"n": len(names), "failed": failed, "leaked": leaked}}))
 
 
 def _env():
-    import os
-
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])
     env["MPLBACKEND"] = "Agg"
@@ -47,7 +46,7 @@ def test_every_module_imports_without_the_extras():
                        env=_env())
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(r.stdout.strip().splitlines()[-1])
-    assert res["n"] > 80                      # every module under src/anchorlab was tried
+    assert res["n"] == len(list((SRC / "anchorlab").rglob("*.py")))   # every module under src/anchorlab was tried
     assert res["failed"] == {}
     assert res["leaked"] == []                # nothing even tried to load an extra's package
 
@@ -59,7 +58,9 @@ def test_every_cli_command_works_or_names_its_extra(tmp_path):
     finally:
         sys.path.remove(str(TESTS))
     out = tmp_path / "res.json"
-    r = subprocess.run([sys.executable, str(TESTS / "plain_cli.py"), str(tmp_path), "--hide-extras", "--json", str(out)],
+    quick = [] if os.environ.get("ANCHORLAB_SLOW") == "1" else ["--quick"]   # the full table is slow
+    r = subprocess.run([sys.executable, str(TESTS / "plain_cli.py"), str(tmp_path), "--hide-extras", *quick,
+                        "--json", str(out)],
                        capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=300)
     assert out.exists(), r.stderr[-3000:]
     res = {x["label"]: x for x in json.loads(out.read_text())}
@@ -71,7 +72,7 @@ def test_every_cli_command_works_or_names_its_extra(tmp_path):
             assert x["rc"] == 0, (label, x)
         else:                                  # exactly one line, naming the extra that brings the package
             assert x["rc"] == 2 and x["stderr_lines"] == 1 and f"pip install 'anchorlab[{extra}]'" in x["stderr"], x
-    assert {"config", "train", "eval", "demo", "sweep", "report", "analyze --list", "reproduce --list"} <= set(res)
+    assert {"config", "train", "eval", "demo", "sweep", "report", "analyze --list", "reproduce --dry-run"} <= set(res)
     assert r.returncode == 0
 
 
