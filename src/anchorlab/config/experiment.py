@@ -219,7 +219,7 @@ class TrainConfig:
             check_range(f"{p}.{name}", getattr(self, name), 0)
         for name in ("data_seed", "init_seed"):
             check_range(f"{p}.{name}", getattr(self, name), 0)
-        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+        if not (self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", self.device)):
             fail(f"{p}.device", f"must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
         check_choice(f"{p}.dtype", self.dtype, ("float32", "float64"))
         check_choice(f"{p}.amp", self.amp, ("none", "bf16"))

@@ -57,7 +57,10 @@ def pick_device(spec: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if spec.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"train.device: {spec!r} requested but CUDA is not available; use 'cpu' or 'auto'")
-    return torch.device(spec)
+    dev = torch.device(spec)
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ConfigError(f"train.device: {spec!r} but this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return dev
 
 
 def flush_denormal() -> bool:
