@@ -81,7 +81,7 @@ def _read(path: Path, map_location: Any) -> dict[str, Any]:
 
 
 def _why(e: BaseException) -> str:
-    line = (str(e).strip().splitlines() or [""])[0][:160]
+    line = (str(e).strip().splitlines() or [""])[0].split(". ")[0][:160]   # the first sentence
     return f"{type(e).__name__}: {line}" if line else type(e).__name__
 
 
