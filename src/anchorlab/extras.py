@@ -50,5 +50,5 @@ def require(module: str, what: str) -> ModuleType:
 def require_extra(extra: str, what: str) -> None:
     """Check that every package of ``extra`` imports, or raise :class:`MissingExtra` naming it."""
     for module, (_, e) in EXTRAS.items():
-        if e == extra and module not in ("tensorboard",):
+        if e == extra:
             require(module, what)
