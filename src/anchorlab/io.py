@@ -16,13 +16,23 @@ from typing import Any, Callable
 
 
 def fsync_path(path: str | Path) -> None:
-    """Flush a file's (or a folder's) content and metadata to disk."""
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) if Path(path).is_dir() else os.O_RDONLY
-    fd = os.open(path, flags)
+    """Flush a file's (or a folder's) content and metadata to disk.
+
+    A file's errors propagate (a failing disk must not look like success); a
+    folder that cannot be opened or synced (some platforms and filesystems) is skipped.
+    """
+    is_dir = Path(path).is_dir()
+    try:
+        fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if is_dir else 0))
+    except OSError:
+        if is_dir:
+            return
+        raise
     try:
         os.fsync(fd)
-    except OSError:  # pragma: no cover - some filesystems refuse fsync on folders
-        pass
+    except OSError:
+        if not is_dir:
+            raise
     finally:
         os.close(fd)
 
