@@ -3,6 +3,8 @@
 import functools
 import re
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -87,6 +89,23 @@ def test_spec_is_yaml_not_a_python_dict(report):
     assert pre and "name: rep" in pre[0] and "axes:\n  init.gamma: [0.3, 0.6, 0.9]" in pre[0]
     assert "model.d_model: 16" in pre[0] and "aggregate:\n  source: best" in pre[0]
     assert "{&#x27;" not in html and "{'" not in html
+
+
+def test_lr_and_seed_axes_are_in_the_run_table_and_the_captions(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        from test_sweep_runner import SPEC, fake_run
+    finally:
+        sys.path.pop(0)
+    run_sweep(SPEC, tmp_path, executor="inprocess", run_fn=fake_run)
+    html = make_report(tmp_path, max_curves=0).read_text()
+    head = html.split("<h2>Runs</h2>", 1)[1].split("</thead>", 1)[0]
+    for col in ("init.gamma", "optim.lr", "train.init_seed", "train.data_seed"):
+        assert f">{col}</th>" in head
+    assert len(_rows(html)) == 12
+    caps = re.findall(r"<figcaption>(.*?)</figcaption>", html, flags=re.S)
+    assert caps and all("each metric&#x27;s best run over optim.lr" in c for c in caps)
+    assert all("mean over seeds (train.init_seed, train.data_seed" in c for c in caps)
 
 
 def test_a_sweep_whose_runs_all_failed_still_gets_a_report(tmp_path, capsys):

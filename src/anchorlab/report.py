@@ -52,6 +52,14 @@ def sweep_task(sweep_dir: str | Path) -> str:
     return (json.loads(row[0]).get("task") or {}).get("name", "anchor") if row else "anchor"
 
 
+def spec_axes(spec: dict) -> list[str]:
+    """Every axis key of a sweep spec mapping (``axes`` then ``zip`` groups)."""
+    axes = list(spec.get("axes") or {})
+    for z in spec.get("zip") or []:
+        axes += list(z)
+    return axes
+
+
 def load_sweep_results(sweep_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """(long metric table incl. history, cell table, spec dict); anchor sweeps' cells carry phases."""
     from .sweep.aggregate import AggregateOptions, aggregate, phase_diagram
@@ -61,9 +69,7 @@ def load_sweep_results(sweep_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFram
     if not (d / "results.sqlite").exists():
         raise ConfigError(f"sweep dir {d}: no results.sqlite; run `anchorlab sweep SPEC --out {d}` first")
     spec = yaml.safe_load((d / "sweep.yaml").read_text()) if (d / "sweep.yaml").exists() else {}
-    axes = list(spec.get("axes") or {})
-    for z in spec.get("zip") or []:
-        axes += list(z)
+    axes = spec_axes(spec)
     with ResultStore(d / "results.sqlite", axes=axes) as store:
         df = store.to_dataframe(kinds=("final", "best", "history"))
     opts = AggregateOptions.from_dict(spec.get("aggregate"))
@@ -178,6 +184,7 @@ def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int
     Every run with a history gets a curve PNG (up to ``max_curves``), linked from
     the run table; the first ``inline_curves`` are also shown on the page.
     """
+    from .plots.phase import save
     from .plots.sweep import plot_metric_vs_axis
     from .sweep.aggregate import AggregateOptions, runs_table
     from .tasks.base import task_class
@@ -186,9 +193,10 @@ def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int
     out = d / "report"
     out.mkdir(parents=True, exist_ok=True)
     df, cells, spec = load_sweep_results(d)
-    axes = cells.attrs.get("axes", [])
+    axes = cells.attrs.get("axes", [])                                # the cells' axes (figures)
+    run_axes = [a for a in spec_axes(spec) if a in df.columns]        # every axis, lr and seeds too
     opts = AggregateOptions.from_dict(spec.get("aggregate"))
-    definition = metric_definition(opts, axes)
+    definition = metric_definition(opts, run_axes)
     task_name = sweep_task(d)
     headline = list(task_class(task_name).headline)
     atomic_write(out / "cells.csv", lambda p: cells.to_csv(p, index=False))
@@ -203,27 +211,26 @@ def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int
         lines = cells.assign(setting=[", ".join(f"{a}={r[a]}" for a in others) for _, r in cells.iterrows()])
         fig = plot_metric_vs_axis(lines, x, shown, hue="setting" if others else None,
                                   title=f"{task_name}: headline metrics vs {x}")
-        from .plots.phase import save
         path = save(fig, out / f"metrics_vs_{x.replace('.', '_')}", formats=("png",))[0]
         figs.append(Fig(path, f"The task's headline metrics ({', '.join(shown)}) against {x}"
                               + (f", one line per setting of {', '.join(others)}" if others else "")
                               + ". Each point is one cell of the sweep: " + definition))
     if task_name == "anchor":
         figs += _anchor_figures(d, df, cells, axes, out, definition, opts)
-    curves = _curves(df, out, headline, axes, max_curves)
+    curves = _curves(df, out, headline, run_axes, max_curves)
     figs += list(curves.values())[:inline_curves]
 
     base = df.drop_duplicates("run_id").set_index("run_id")
-    runs = runs_table(df, opts.source, axes=axes, metrics=headline)   # every run, failed ones too
-    runs = runs.sort_values([*axes, "run_id"], kind="mergesort") if axes else runs
+    runs = runs_table(df, opts.source, axes=run_axes, metrics=headline)   # every run, failed ones too
+    runs = runs.sort_values([*run_axes, "run_id"], kind="mergesort")
     for c in ("wall_seconds", "run_dir", "error"):
         runs[c] = runs.run_id.map(base[c])
-    table = run_table_html(runs, axes, headline, opts.source,
+    table = run_table_html(runs, run_axes, headline, opts.source,
                            {rid: str(f.path.relative_to(out)) for rid, f in curves.items()})
     status = runs.status.value_counts().to_dict()
     wall = float(pd.to_numeric(runs.wall_seconds, errors="coerce").sum())
     meta = [f"task <b>{task_name}</b> · {len(runs)} runs ({', '.join(f'{v} {k}' for k, v in status.items())}) · "
-            f"axes: {', '.join(axes) or '(none)'} · total training wall time {wall:.0f} s",
+            f"axes: {', '.join(run_axes) or '(none)'} · total training wall time {wall:.0f} s",
             f"Aggregation ({'default' if not spec.get('aggregate') else 'from the spec'}): {definition}"]
     title = "Cells (phase diagram table)" if "phase" in cells.columns else "Cells (mean over seeds)"
     html = page(f"Sweep {spec.get('name', d.name)}", meta, table, figs, cells, title, definition, spec, out)
