@@ -28,9 +28,9 @@ TINY = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=102
         "train.batch_size=128", "train.epochs=1", "train.eval_every=4", "optim.lr=1e-3", "train.threads=1"]
 
 # the subset the test suite runs (each command family once; the rest repeat code paths at more cost)
-QUICK = ("config", "train", "eval", "analyze --list", "analyze stable-rank", "analyze condensation", "sweep --dry-run",
-         "sweep", "sweep --executor ray", "report", "reproduce --dry-run", "reproduce neurips-fig5", "demo",
-         "train log_complexity", "train tracking=mlflow", "train tracking=tensorboard")
+QUICK = ("config", "train", "eval", "analyze stable-rank", "analyze condensation", "sweep --dry-run", "sweep",
+         "sweep --executor ray", "report", "reproduce --dry-run", "reproduce neurips-fig5", "train log_complexity",
+         "train tracking=mlflow", "train tracking=tensorboard")
 
 # label -> the extra it needs (None: must work on a plain install)
 NEEDS = {"analyze condensation": "analysis", "train log_complexity": "analysis", "train tracking=mlflow": "tracking",

@@ -72,7 +72,7 @@ def test_every_cli_command_works_or_names_its_extra(tmp_path):
             assert x["rc"] == 0, (label, x)
         else:                                  # exactly one line, naming the extra that brings the package
             assert x["rc"] == 2 and x["stderr_lines"] == 1 and f"pip install 'anchorlab[{extra}]'" in x["stderr"], x
-    assert {"config", "train", "eval", "demo", "sweep", "report", "analyze --list", "reproduce --dry-run"} <= set(res)
+    assert {"config", "train", "eval", "sweep", "report", "analyze stable-rank", "reproduce --dry-run"} <= set(res)
     assert r.returncode == 0
 
 

@@ -24,17 +24,6 @@ def test_tracking_is_validated_and_not_part_of_the_run_id(capsys):
     assert capsys.readouterr().err.startswith("anchorlab: error: train.tracking: expected a string")
 
 
-def test_nothing_is_imported_unless_enabled(tmp_path):
-    code = ("import sys\n"
-            "from anchorlab.config import experiment_from_dict\n"
-            "from anchorlab.train import train\n"
-            f"train(experiment_from_dict({{}}, {TINY!r}), {str(tmp_path / 'r')!r})\n"
-            "bad = [m for m in ('mlflow', 'tensorboard', 'torch.utils.tensorboard', 'anchorlab.tracking') if m in sys.modules]\n"
-            "print(bad)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr[-2000:]
-
-
 def test_mlflow_logs_config_metrics_and_figures_and_resumes_the_same_run(tmp_path, monkeypatch):
     pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
@@ -79,17 +68,26 @@ def test_tensorboard_writes_scalars_and_the_curves_image(tmp_path):
     assert "config" in "".join(tags.get("tensors", []))
 
 
-def test_missing_backend_is_one_line_naming_the_extra(tmp_path, capsys):
+def test_nothing_is_imported_unless_enabled_and_a_missing_backend_is_one_line(tmp_path):
+    """One subprocess: a run without tracking imports no backend; with the backends hidden,
+    train.tracking=mlflow stops before training with one line naming the extra."""
     code = ("import sys, importlib.abc\n"
+            "from anchorlab.config import experiment_from_dict\n"
+            "from anchorlab.train import train\n"
+            f"train(experiment_from_dict({{}}, {TINY!r}), {str(tmp_path / 'r')!r})\n"
+            "bad = [m for m in ('mlflow', 'tensorboard', 'torch.utils.tensorboard', 'anchorlab.tracking') if m in sys.modules]\n"
+            "print(bad)\n"
             "class Hide(importlib.abc.MetaPathFinder):\n"
             "    def find_spec(self, name, path=None, target=None):\n"
             "        if name.split('.')[0] in ('mlflow', 'tensorboard'):\n"
             "            raise ModuleNotFoundError(name)\n"
             "sys.meta_path.insert(0, Hide())\n"
             "from anchorlab.cli import main\n"
-            f"sys.exit(main(['train', 'demo/small', '--no-progress', '--out', {str(tmp_path / 'r')!r}, "
+            f"sys.exit(main(['train', 'demo/small', '--no-progress', '--out', {str(tmp_path / 'm')!r}, "
             f"*['--set=' + s for s in {TINY + ['train.tracking=mlflow']!r}]]))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.stdout.strip() == "[]", r.stderr[-2000:]
     assert r.returncode == 2, r.stderr[-2000:]
     assert r.stderr.strip() == ("anchorlab: error: train.tracking=mlflow needs mlflow-skinny, which is not installed: "
                                 "pip install 'anchorlab[tracking]'")
+    assert not (tmp_path / "m" / "metrics.jsonl").exists()              # nothing trained

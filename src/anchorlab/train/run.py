@@ -242,6 +242,10 @@ class RunState:
         check_run_dir(run_dir, cfg)
         write_text(run_dir / "config.yaml", dump_config(cfg))
         check_dims(cfg, task)
+        tracker = None
+        if getattr(cfg.train, "tracking", "none") != "none":  # a missing backend fails here, before any work
+            from ..tracking import make_tracker
+            tracker = make_tracker(cfg, run_dir)
         model, table = init_model(cfg)
         model.to(device)
         opt = make_optimizer(model, cfg.optim)
@@ -272,10 +276,7 @@ class RunState:
         if seed not in cache:
             cache[seed] = (task.train_data(seed), task.eval_data(seed))
         train_data, eval_data = cache[seed]
-        tracker = None
-        if getattr(cfg.train, "tracking", "none") != "none":
-            from ..tracking import make_tracker
-            tracker = make_tracker(cfg, run_dir)
+        if tracker is not None:
             tracker.start(cfg, step)
         return cls(cfg, task, run_dir, model, opt, train_data, step, wall, history, callbacks, eval_data, device, t0,
                    tracker)
