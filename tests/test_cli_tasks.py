@@ -58,7 +58,8 @@ def test_scan_data_size_sweep_through_the_sweep_command(tmp_path, shared_dataset
     assert "4 runs, 0 to do" in capsys.readouterr().out
     assert main(["report", str(out)]) == 0
     html = (out / "report" / "index.html").read_text()
-    assert "task: scan" in html and "metrics_vs_task_train_size.png" in html
+    assert "task <b>scan</b>" in html and "metrics_vs_task_train_size.png" in html
+    assert ">id_exact (best)</th>" in html and html.count(">finished<") == 4     # the run table
     cells = pd.read_csv(out / "report" / "cells.csv")
     assert len(cells) == 4 and {"id_exact", "ood_exact"} <= set(cells.columns)
 

@@ -119,12 +119,19 @@ def _cmd_robustness(a: argparse.Namespace) -> int:
 
 
 def _progress_bar(total: int, desc: str, enabled: bool):
+    """A per-run progress display (a bar on a terminal, one line per finished run elsewhere)."""
     if not enabled or not total:
         return None, None
-    from tqdm.auto import tqdm
+    from .progress import Progress
 
-    bar = tqdm(total=total, desc=desc, unit="run")
-    return bar, (lambda r, st: bar.update(1))
+    bar = Progress(True, total, 0, desc, unit="run")
+
+    def on_result(run, status: str) -> None:
+        bar.update(1)
+        values = ", ".join(f"{k}={v}" for k, v in run.values.items())
+        bar.note(f"run {run.run_id} {status}" + (f" ({values})" if values else ""))
+
+    return bar, on_result
 
 
 def _parse_stack(text: str) -> str | int:
@@ -161,9 +168,12 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def _cmd_report(a: argparse.Namespace) -> int:
-    from .report import make_report
+    from .report import make_report, screenshot
 
-    print(f"wrote {make_report(a.sweep_dir)}")
+    path = make_report(a.sweep_dir)
+    print(f"wrote {path}")
+    if a.screenshot:
+        print(f"wrote {screenshot(path, a.screenshot)}")
     return 0
 
 
@@ -276,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("report", help="HTML page with the figures and tables of a sweep")
     sp.add_argument("sweep_dir")
+    sp.add_argument("--screenshot", metavar="PNG", help="also render the page with headless Chromium into PNG")
     sp.set_defaults(fn=_cmd_report)
 
     sp = sub.add_parser("analyze", help="analyses of trained runs (PNG + CSV); --list shows them")

@@ -34,8 +34,8 @@ DEFAULT_CACHE = Path("~/.cache/anchorlab")
 Transform = Callable[[bytes], bytes]
 
 
-class ChecksumError(ValueError):
-    """A file's sha256 differs from the expected one; the message names the file."""
+class ChecksumError(ConfigError):
+    """A file's sha256 differs from the expected one; the message names the file (one line in the CLI)."""
 
 
 def sha256_file(path: str | Path) -> str:

@@ -1,4 +1,10 @@
-"""Atomic file writes: write to a temp file in the same folder, then rename."""
+"""Atomic, durable file writes: write a temp file in the same folder, fsync it, rename, fsync the folder.
+
+After :func:`atomic_write` returns, ``path`` holds either the old content or
+the whole new content, even if the process is killed or the machine loses
+power at any point (the rename is atomic on POSIX, and the fsyncs order the
+data before the directory entry).
+"""
 
 from __future__ import annotations
 
@@ -9,15 +15,39 @@ from pathlib import Path
 from typing import Any, Callable
 
 
+def fsync_path(path: str | Path) -> None:
+    """Flush a file's (or a folder's) content and metadata to disk.
+
+    A file's errors propagate (a failing disk must not look like success); a
+    folder that cannot be opened or synced (some platforms and filesystems) is skipped.
+    """
+    is_dir = Path(path).is_dir()
+    try:
+        fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if is_dir else 0))
+    except OSError:
+        if is_dir:
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not is_dir:
+            raise
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp_path)`` then atomically move it to ``path``."""
+    """Call ``write(tmp_path)``, fsync it, atomically move it to ``path`` and fsync the folder."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         write(Path(tmp))
+        fsync_path(tmp)
         os.replace(tmp, path)
+        fsync_path(path.parent)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

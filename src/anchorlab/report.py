@@ -1,27 +1,40 @@
-"""``anchorlab report SWEEP_DIR``: figures and tables of a sweep as one HTML page.
+"""``anchorlab report SWEEP_DIR``: a sweep's runs, figures and tables as one HTML page.
 
 Reads ``SWEEP_DIR/results.sqlite`` and ``sweep.yaml``, aggregates with the
-spec's ``aggregate`` options (NeurIPS rule by default) and draws every figure
-the sweep's task and axes allow. For every task: the task's headline metrics
-against each axis (other axes as lines) and each run's training curve (first
-``max_curves`` runs). For the anchor task, phases are classified and:
+spec's ``aggregate`` options (NeurIPS rule by default) and writes
+``SWEEP_DIR/report/index.html`` with:
 
-* ``init.gamma`` x ``model.n_layers``  -> NeurIPS Fig. 2 (symmetric / inferential heatmaps)
-* ``init.gamma`` x ``optim.weight_decay`` -> journal Fig. 3B (OOD heatmap, phases marked) and Fig. 5C
-* ``init.gamma`` (per value of any other axis) -> journal Fig. 3A (ID/OOD vs gamma, phase bands)
+* a run table: status, axis values, the task's headline metrics (``headline``
+  in ``tasks/*``, value per the aggregation source), wall time, and links to
+  each run's training curve and files;
+* captioned figures, each caption saying what it shows and how its values are
+  defined (best or final value, selection over learning rates, mean over seeds):
+  the headline metrics against each axis, and for the anchor task the paper's
+  figures its axes allow:
+
+  - ``init.gamma`` x ``model.n_layers``  -> NeurIPS Fig. 2 (symmetric / inferential heatmaps)
+  - ``init.gamma`` x ``optim.weight_decay`` -> journal Fig. 3B (OOD heatmap, phases marked) and Fig. 5C
+  - ``init.gamma`` (per value of any other axis) -> journal Fig. 3A (ID/OOD vs gamma, phase bands)
+
+* the cell table (also ``cells.csv``) and the sweep spec as YAML.
+
+``--screenshot PNG`` (:func:`screenshot`) renders the page in headless Chromium.
 """
 
 from __future__ import annotations
 
-import html
 import logging
+import shutil
+import subprocess
 from pathlib import Path
+from typing import Any, Sequence
 
 import pandas as pd
 import yaml
 
 from .config import ConfigError
 from .io import atomic_write, write_text
+from .report_page import Fig, page, run_table_html
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +52,14 @@ def sweep_task(sweep_dir: str | Path) -> str:
     return (json.loads(row[0]).get("task") or {}).get("name", "anchor") if row else "anchor"
 
 
+def spec_axes(spec: dict) -> list[str]:
+    """Every axis key of a sweep spec mapping (``axes`` then ``zip`` groups)."""
+    axes = list(spec.get("axes") or {})
+    for z in spec.get("zip") or []:
+        axes += list(z)
+    return axes
+
+
 def load_sweep_results(sweep_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """(long metric table incl. history, cell table, spec dict); anchor sweeps' cells carry phases."""
     from .sweep.aggregate import AggregateOptions, aggregate, phase_diagram
@@ -48,21 +69,39 @@ def load_sweep_results(sweep_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFram
     if not (d / "results.sqlite").exists():
         raise ConfigError(f"sweep dir {d}: no results.sqlite; run `anchorlab sweep SPEC --out {d}` first")
     spec = yaml.safe_load((d / "sweep.yaml").read_text()) if (d / "sweep.yaml").exists() else {}
-    axes = []
-    for k in (spec.get("axes") or {}):
-        axes.append(k)
-    for z in spec.get("zip") or []:
-        axes += list(z)
+    axes = spec_axes(spec)
     with ResultStore(d / "results.sqlite", axes=axes) as store:
         df = store.to_dataframe(kinds=("final", "best", "history"))
     opts = AggregateOptions.from_dict(spec.get("aggregate"))
     fb = df[df.kind.isin(["final", "best"])]
     present = [a for a in axes if a in df.columns]
-    if sweep_task(d) == "anchor":
+    from .tasks.anchor.metrics import metric_definition
+
+    m = metric_definition(opts.metrics)
+    if sweep_task(d) == "anchor" and {m.id, m.ood} <= set(fb.metric.dropna()):
         cells = phase_diagram(fb, opts, axes=present)
-    else:
+    else:  # another task, or no run has metrics yet (all failed or pending)
         cells = aggregate(fb, opts, axes=present)
     return df, cells, spec
+
+
+def aggregation_text(opts: Any, axes: Sequence[str]) -> str:
+    """How a cell's value is computed from its runs, in words (for captions)."""
+    if opts.source == "best":
+        parts = ["each run's best value over training (the minimum for losses, the maximum otherwise; "
+                 "the step-0 evaluation excluded)"]
+    else:
+        parts = ["each run's value at its last evaluation"]
+    over = [a for a in opts.select_over if a in axes]
+    seeds = [a for a in opts.seeds if a in axes]
+    if over:
+        how = f"the run with the best {opts.select_by}" if opts.select_by else "each metric's best run"
+        parts.append(f"per seed, {how} over {', '.join(over)}")
+    parts.append(f"then the mean over seeds ({', '.join(seeds)}; error bars and _std columns: the std over seeds)"
+                 if seeds else "one run per cell (no seed axis)")
+    parts.append("failed and diverged runs left out" if opts.failed == "exclude"
+                 else "failed and diverged runs counted as accuracy 0")
+    return "; ".join(parts) + "."
 
 
 def _stable_rank_bubbles(d: Path, df: pd.DataFrame, cells: pd.DataFrame, out: Path) -> list[Path]:
@@ -83,85 +122,141 @@ def _stable_rank_bubbles(d: Path, df: pd.DataFrame, cells: pd.DataFrame, out: Pa
     return save(plot_stable_rank_bubbles(table), out / "fig5c")[:1]
 
 
-def _img(path: Path, root: Path) -> str:
-    return f'<figure><img src="{html.escape(str(path.relative_to(root)))}" style="max-width:100%"></figure>'
-
-
-def make_report(sweep_dir: str | Path, max_curves: int = 8) -> Path:
-    """Write ``SWEEP_DIR/report/index.html`` (+ PNG/PDF figures and CSV tables); return its path."""
+def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[str], out: Path,
+                    definition: str, opts: Any) -> list[Fig]:
     from .plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma, save
+    from .tasks.anchor.metrics import metric_definition
+
+    t = opts.thresholds
+    m = metric_definition(opts.metrics)
+    rule = (f"phase 1: {m.id} < {t.id_threshold:g}; phase 2: good ID but {m.ood} < {t.ood_threshold:g} "
+            f"(2c / 2n: commutativity >= / < {t.comm_threshold:g}); phase 3: good ID and OOD. Metric "
+            f"definition '{opts.metrics}': {m.text}")
+    figs: list[Fig] = []
+    if "phase" not in cells.columns:
+        return figs
+    if set(axes) == {"init.gamma", "model.n_layers"}:
+        figs.append(Fig(save(plot_neurips_fig2(cells), out / "fig2")[0],
+                        "NeurIPS Fig. 2: accuracy on the held-out anchor pairs under (a) the symmetric mapping "
+                        "(ood_symmetric_acc) and (b) the inferential mapping (ood_inferential_acc), per init rate "
+                        "(x) and depth (y); hatched cells did not fit the seen pairs (id_acc < 0.9). Values: "
+                        + definition))
+    if set(axes) == {"init.gamma", "optim.weight_decay"}:
+        figs.append(Fig(save(plot_ood_heatmap(cells, ood_col=m.ood, id_col=m.id, comm_col=m.commutativity,
+                                              thresholds=t), out / "fig3b")[0],
+                        f"Journal Fig. 3B: OOD accuracy ({m.ood}) over init rate x weight decay; hatched: {m.id} < "
+                        f"{t.id_threshold:g}; green triangles: commutativity < {t.comm_threshold:g}. Metric "
+                        f"definition '{opts.metrics}': {m.text}. Values: " + definition))
+        for p in _stable_rank_bubbles(d, df, cells, out):
+            figs.append(Fig(p, "Journal Fig. 5C: stable rank of the first-layer query weights W_Q(1) (colour; "
+                               "final weights, mean over the cell's finished runs) over init rate x weight decay; "
+                               f"bubble size: the cell's phase ({rule})."))
+    if "init.gamma" in axes:
+        others = [a for a in axes if a != "init.gamma"]
+        groups = cells.groupby(others) if others else [((), cells)]
+        for key, sub in groups:
+            key = key if isinstance(key, tuple) else (key,)
+            tag = "_".join(f"{a}={v}" for a, v in zip(others, key))
+            where = f" at {', '.join(f'{a} = {v}' for a, v in zip(others, key))}" if others else ""
+            figs.append(Fig(save(plot_phase_vs_gamma(sub, id_col=m.id, ood_col=m.ood),
+                                 out / f"fig3a{('_' + tag) if tag else ''}")[0],
+                            f"Journal Fig. 3A{where}: ID accuracy ({m.id}, blue) and OOD accuracy ({m.ood}, red) "
+                            f"against the init rate, the background coloured by phase ({rule}). Values: "
+                            + definition))
+    return figs
+
+
+def _curves(df: pd.DataFrame, out: Path, headline: Sequence[str], axes: Sequence[str],
+            max_curves: int) -> dict[str, Fig]:
+    """One training-curve PNG per run with history (the first ``max_curves``), in ``report/curves/``."""
+    from .plots.phase import plot_run_history, save
+    from .sweep.aggregate import history_table
+
+    runs = df.drop_duplicates("run_id").set_index("run_id")
+    figs: dict[str, Fig] = {}
+    for rid in list(df[df.kind == "history"].run_id.drop_duplicates())[:max_curves]:
+        h = history_table(df, rid)
+        accs = [m for m in headline if m in h.columns and not m.endswith("loss")]
+        where = ", ".join(f"{a} = {runs.loc[rid, a]}" for a in axes if a in runs.columns)
+        path = save(plot_run_history(h, metrics=accs), out / "curves" / f"curve_{rid}", formats=("png",), dpi=90)[0]
+        figs[rid] = Fig(path, f"Training curve of run {rid}{f' ({where})' if where else ''}: train_loss (left, "
+                              "log scale: the mean training loss over the steps since the previous evaluation) "
+                              f"and {', '.join(accs) or 'the metrics'} (right) at every evaluation; raw values "
+                              "of this run, nothing aggregated.")
+    return figs
+
+
+def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int = 4) -> Path:
+    """Write ``SWEEP_DIR/report/index.html`` (+ PNG/PDF figures and CSV tables); return its path.
+
+    Every run with a history gets a curve PNG (up to ``max_curves``), linked from
+    the run table; the first ``inline_curves`` are also shown on the page.
+    """
+    from .plots.phase import save
     from .plots.sweep import plot_metric_vs_axis
+    from .sweep.aggregate import AggregateOptions, runs_table
     from .tasks.base import task_class
 
     d = Path(sweep_dir)
     out = d / "report"
     out.mkdir(parents=True, exist_ok=True)
     df, cells, spec = load_sweep_results(d)
-    axes = cells.attrs.get("axes", [])
+    axes = cells.attrs.get("axes", [])                                # the cells' axes (figures)
+    run_axes = [a for a in spec_axes(spec) if a in df.columns]        # every axis, lr and seeds too
+    opts = AggregateOptions.from_dict(spec.get("aggregate"))
+    definition = aggregation_text(opts, run_axes)
     task_name = sweep_task(d)
-    headline = [m for m in task_class(task_name).headline if m in cells.columns]
-    parts = [f"<h1>Sweep {html.escape(str(spec.get('name', d.name)))}</h1>",
-             f"<p>task: {html.escape(task_name)}; {df.run_id.nunique()} runs; axes: "
-             f"{html.escape(', '.join(axes) or '(none)')}; "
-             f"aggregation: {html.escape(str(spec.get('aggregate') or 'default (best over training, best lr per seed, mean over seeds)'))}</p>"]
-    status = df.drop_duplicates("run_id").status.value_counts().to_dict() if "status" in df else {}
-    parts.append(f"<p>status: {html.escape(str(status))}</p>")
+    headline = list(task_class(task_name).headline)
     atomic_write(out / "cells.csv", lambda p: cells.to_csv(p, index=False))
 
-    figs: list[Path] = []
+    figs: list[Fig] = []
+    shown = [m for m in headline if m in cells.columns]
     numeric = [a for a in axes if pd.api.types.is_numeric_dtype(cells[a]) and cells[a].nunique() > 1]
-    for x in numeric if headline else ():
+    for x in numeric if shown else ():
         others = [a for a in axes if a != x and cells[a].nunique() > 1]
-        if len(cells.drop_duplicates(others)) > 6:
+        if others and len(cells.drop_duplicates(others)) > 6:
             continue  # too many lines to read; the cells table has them
         lines = cells.assign(setting=[", ".join(f"{a}={r[a]}" for a in others) for _, r in cells.iterrows()])
-        fig = plot_metric_vs_axis(lines, x, headline, hue="setting" if others else None,
+        fig = plot_metric_vs_axis(lines, x, shown, hue="setting" if others else None,
                                   title=f"{task_name}: headline metrics vs {x}")
-        figs += save(fig, out / f"metrics_vs_{x.replace('.', '_')}", formats=("png",))[:1]
-    if task_name != "anchor":
-        figs += _curves(df, out, max_curves)
-        return _page(out, parts, figs, cells)
-    if "init.gamma" in axes and "model.n_layers" in axes and len(axes) == 2:
-        figs += save(plot_neurips_fig2(cells), out / "fig2")[:1]
-    from .sweep.aggregate import AggregateOptions
-    from .tasks.anchor.metrics import metric_definition
+        path = save(fig, out / f"metrics_vs_{x.replace('.', '_')}", formats=("png",))[0]
+        figs.append(Fig(path, f"The task's headline metrics ({', '.join(shown)}) against {x}"
+                              + (f", one line per setting of {', '.join(others)}" if others else "")
+                              + ". Each point is one cell of the sweep: " + definition))
+    if task_name == "anchor":
+        figs += _anchor_figures(d, df, cells, axes, out, definition, opts)
+    curves = _curves(df, out, headline, run_axes, max_curves)
+    figs += list(curves.values())[:inline_curves]
 
-    mdef = metric_definition(AggregateOptions.from_dict(spec.get("aggregate")).metrics)
-    parts.append(f"<p>metric definition: {html.escape(mdef.text)}</p>")
-    if "init.gamma" in axes and "optim.weight_decay" in axes and len(axes) == 2:
-        figs += save(plot_ood_heatmap(cells, ood_col=mdef.ood, id_col=mdef.id, comm_col=mdef.commutativity),
-                     out / "fig3b")[:1]
-        figs += _stable_rank_bubbles(d, df, cells, out)
-    if "init.gamma" in axes:
-        others = [a for a in axes if a != "init.gamma"]
-        groups = cells.groupby(others) if others else [((), cells)]
-        for key, sub in groups:
-            tag = "_".join(f"{a}={v}" for a, v in zip(others, key if isinstance(key, tuple) else (key,)))
-            figs += save(plot_phase_vs_gamma(sub, id_col=mdef.id, ood_col=mdef.ood),
-                         out / f"fig3a{('_' + tag) if tag else ''}")[:1]
-    figs += _curves(df, out, max_curves)
-    return _page(out, parts, figs, cells)
-
-
-def _curves(df: pd.DataFrame, out: Path, max_curves: int) -> list[Path]:
-    from .plots.phase import plot_run_history, save
-    from .sweep.aggregate import history_table
-
-    figs: list[Path] = []
-    for rid in list(df[df.kind == "history"].run_id.drop_duplicates())[:max_curves]:
-        h = history_table(df, rid)
-        if len(h):
-            figs += save(plot_run_history(h), out / f"curve_{rid}", formats=("png",))[:1]
-    return figs
-
-
-def _page(out: Path, parts: list[str], figs: list[Path], cells: pd.DataFrame) -> Path:
-    parts = list(parts) + [_img(f, out) for f in figs]
-    cols = [c for c in cells.columns if "/" not in c]
+    base = df.drop_duplicates("run_id").set_index("run_id")
+    runs = runs_table(df, opts.source, axes=run_axes, metrics=headline)   # every run, failed ones too
+    runs = runs.sort_values([*run_axes, "run_id"], kind="mergesort")
+    for c in ("wall_seconds", "run_dir", "error"):
+        runs[c] = runs.run_id.map(base[c])
+    table = run_table_html(runs, run_axes, headline, opts.source,
+                           {rid: str(f.path.relative_to(out)) for rid, f in curves.items()})
+    status = runs.status.value_counts().to_dict()
+    wall = float(pd.to_numeric(runs.wall_seconds, errors="coerce").sum())
+    meta = [f"task <b>{task_name}</b> · {len(runs)} runs ({', '.join(f'{v} {k}' for k, v in status.items())}) · "
+            f"axes: {', '.join(run_axes) or '(none)'} · total training wall time {wall:.0f} s",
+            f"Aggregation ({'default' if not spec.get('aggregate') else 'from the spec'}): {definition}"]
     title = "Cells (phase diagram table)" if "phase" in cells.columns else "Cells (mean over seeds)"
-    parts.append(f"<h2>{title}</h2>" + cells[cols].to_html(index=False, float_format="%.3f"))
-    page = ("<!doctype html><html><head><meta charset='utf-8'><title>anchorlab report</title>"
-            "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;"
-            "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}</style></head><body>"
-            + "\n".join(parts) + "</body></html>")
-    return write_text(out / "index.html", page)
+    html = page(f"Sweep {spec.get('name', d.name)}", meta, table, figs, cells, title, definition, spec, out)
+    return write_text(out / "index.html", html)
+
+
+def screenshot(html_path: str | Path, png: str | Path, width: int = 1300, height: int = 2200,
+               browser: str | None = None, timeout: float = 120.0) -> Path:
+    """Render ``html_path`` in headless Chromium and save a PNG (Debian: ``apt-get install chromium``)."""
+    exe = browser or next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if exe is None:
+        raise ConfigError("screenshot: no chromium found; install it (Debian: apt-get install chromium) "
+                          "or open the HTML in a browser")
+    png = Path(png).resolve()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--screenshot={png}",
+           f"--window-size={width},{height}", Path(html_path).resolve().as_uri()]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0 or not png.exists():
+        raise ConfigError(f"screenshot: {exe} failed ({r.returncode}): {(r.stderr.strip().splitlines() or [''])[-1]}")
+    return png

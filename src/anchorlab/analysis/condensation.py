@@ -14,7 +14,7 @@ Choices (see docs/complexity.md):
   ``w`` and ``-w`` span the same one-dimensional subspace, so they cost the same complexity —
   and stable rank, the journal's summary measure, is sign-blind too. Pass ``signed=True``
   (distances ``1 - C``) for weights followed by a non-odd activation, e.g. an MLP's ``W_in``.
-- **Order.** Average-linkage hierarchical clustering (scipy) on those distances; rows are
+- **Order.** Average-linkage hierarchical clustering (scipy, the ``analysis`` extra) on those distances; rows are
   listed in dendrogram leaf order, so every cluster of the dendrogram is a contiguous block.
 - **Groups.** Complete-linkage clustering cut at distance ``1 - threshold``: every pair of rows
   in a group has ``|C| >= threshold`` (``C >= threshold`` when signed).
@@ -26,10 +26,9 @@ import logging
 
 import numpy as np
 import torch
-from scipy.cluster.hierarchy import fcluster, leaves_list, linkage
-from scipy.spatial.distance import squareform
 
 from ..config import ConfigError
+from ..extras import require
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +81,13 @@ def _linkage(C: torch.Tensor, signed: bool, method: str) -> np.ndarray | None:
     D = 1.0 - (c if signed else np.abs(c))
     D = np.clip(0.5 * (D + D.T), 0.0, 2.0)
     np.fill_diagonal(D, 0.0)
-    return linkage(squareform(D, checks=False), method=method)
+    hierarchy = _scipy_hierarchy()
+    squareform = require("scipy.spatial.distance", "condensation clustering").squareform
+    return hierarchy.linkage(squareform(D, checks=False), method=method)
+
+
+def _scipy_hierarchy():
+    return require("scipy.cluster.hierarchy", "condensation clustering")
 
 
 def condensation_order(C: torch.Tensor, signed: bool = False, method: str = "average") -> torch.Tensor:
@@ -93,7 +98,7 @@ def condensation_order(C: torch.Tensor, signed: bool = False, method: str = "ave
     Z = _linkage(C, signed, method)
     if Z is None:
         return torch.zeros(1, dtype=torch.long)
-    return torch.from_numpy(leaves_list(Z).astype(np.int64))
+    return torch.from_numpy(_scipy_hierarchy().leaves_list(Z).astype(np.int64))
 
 
 def condensation_groups(C: torch.Tensor, threshold: float = 0.9, signed: bool = False) -> torch.Tensor:
@@ -105,7 +110,7 @@ def condensation_groups(C: torch.Tensor, threshold: float = 0.9, signed: bool = 
     Z = _linkage(C, signed, "complete")
     if Z is None:
         return torch.zeros(1, dtype=torch.long)
-    raw = fcluster(Z, t=(1.0 - threshold) + 1e-12, criterion="distance")
+    raw = _scipy_hierarchy().fcluster(Z, t=(1.0 - threshold) + 1e-12, criterion="distance")
     ids, counts = np.unique(raw, return_counts=True)
     rank = {int(i): r for r, i in enumerate(ids[np.argsort(-counts, kind="stable")])}
     return torch.tensor([rank[int(x)] for x in raw], dtype=torch.long)

@@ -20,9 +20,13 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import rankdata
 
 from ..config import ConfigError
+
+
+def rankdata(x) -> np.ndarray:
+    """Ranks 1..n of ``x`` (n,), ties get their average rank (as ``scipy.stats.rankdata``)."""
+    return pd.Series(np.asarray(x, dtype=np.float64)).rank(method="average").to_numpy()
 
 log = logging.getLogger(__name__)
 

@@ -148,6 +148,9 @@ class ComplexityCallback:
         object.__setattr__(self, "diff_steps", tuple(int(s) for s in self.diff_steps))
         if not 0.0 < self.threshold <= 1.0:
             raise ConfigError(f"threshold: must be in (0, 1], got {self.threshold!r}")
+        if self.condensation_param is not None:  # fail before training, not at the first evaluation
+            from ..extras import require
+            require("scipy.cluster.hierarchy", "train.log_complexity (condensation clustering)")
 
     @torch.no_grad()
     def __call__(self, step: int, model: nn.Module | Mapping[str, torch.Tensor]) -> dict[str, float]:

@@ -236,6 +236,8 @@ class TrainConfig:
     tf32: bool = False
     log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
     stop_when: tuple[str, ...] = ()
+    # experiment tracking (anchorlab.tracking): none | mlflow | tensorboard; not part of the run id
+    tracking: str = field(default="none", metadata={"identity": False})
 
     def __post_init__(self) -> None:
         p = "train"
@@ -245,12 +247,13 @@ class TrainConfig:
             check_range(f"{p}.{name}", getattr(self, name), 0)
         for name in ("data_seed", "init_seed"):
             check_range(f"{p}.{name}", getattr(self, name), 0)
-        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+        if not (self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", self.device)):
             fail(f"{p}.device", f"must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
         check_choice(f"{p}.dtype", self.dtype, ("float32", "float64"))
         check_choice(f"{p}.amp", self.amp, ("none", "bf16"))
         for i, r in enumerate(self.stop_when):
             parse_stop_rule(f"{p}.stop_when[{i}]", r)
+        check_choice(f"{p}.tracking", self.tracking, ("none", "mlflow", "tensorboard"))
 
     @property
     def stop_rules(self) -> list[tuple[str, str, float]]:

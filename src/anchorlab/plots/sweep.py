@@ -9,15 +9,21 @@ from matplotlib.figure import Figure
 
 
 def plot_metric_vs_axis(cells: pd.DataFrame, x: str, metrics: Sequence[str], hue: str | None = None,
-                        title: str = "") -> Figure:
-    """One panel per metric: cell mean (error bars: std over seeds when present) against ``x``.
+                        title: str = "", max_cols: int = 4) -> Figure:
+    """One panel per metric (``max_cols`` per row): cell mean (error bars: std over seeds when present) against ``x``.
 
     ``cells``: an aggregated cell table (one row per cell, ``<metric>`` and
     optional ``<metric>_std`` columns); ``hue``: another axis drawn as separate lines.
     """
     metrics = [m for m in metrics if m in cells.columns]
-    fig = Figure(figsize=(4.2 * max(len(metrics), 1), 3.4))
-    axes = fig.subplots(1, max(len(metrics), 1), squeeze=False)[0]
+    n = max(len(metrics), 1)
+    ncols = min(n, max_cols)
+    nrows = -(-n // ncols)
+    fig = Figure(figsize=(4.2 * ncols, 3.4 * nrows))
+    grid = fig.subplots(nrows, ncols, squeeze=False)
+    axes = [a for row in grid for a in row]
+    for ax in axes[n:]:
+        ax.set_visible(False)
     groups = cells.groupby(hue, sort=True) if hue else [(None, cells)]
     for ax, m in zip(axes, metrics):
         for key, g in groups:

@@ -112,7 +112,7 @@ register(Figure(
         Claim("large init: ordinal Spearman of the embeddings", "no clear order",
               lambda t: _at(t["complexity_summary"], "ordinal_spearman", "large_init")),
     ),
-    notes=SCALE_NOTE))
+    notes=SCALE_NOTE, extra="analysis"))
 
 register(Figure(
     id="neurips-fig7", paper="NeurIPS 2024", number="Fig. 7 (App. B)",
@@ -121,7 +121,7 @@ register(Figure(
     claims=(Claim("small init: a few large eigenvalues (stable rank of W_Q(1), small minus large init)",
                   "fewer directions for small init", lambda t: _diff(t["complexity_summary"], "stable_rank")),),
     notes=SCALE_NOTE + " The paper plots the spectrum over training; here the final weights' spectrum "
-                       "(train.log_complexity=true records it at every evaluation)."))
+                       "(train.log_complexity=true records it at every evaluation).", extra="analysis"))
 
 register(Figure(
     id="journal-fig4", paper="journal", number="Fig. 4",
@@ -142,4 +142,4 @@ register(Figure(
     sweeps=JOURNAL_SWEEPS, make=_maker(["condensation", "embedding"], "complexity"),
     claims=(Claim("condensation rises with the init rate (mean |cos|, smallest minus largest init)", "positive",
                   lambda t: _diff(t["complexity_summary"], "mean_abs_cos")),),
-    notes="CPU scale: width 128, 100k sequences, 12 epochs, three init rates."))
+    notes="CPU scale: width 128, 100k sequences, 12 epochs, three init rates.", extra="analysis"))

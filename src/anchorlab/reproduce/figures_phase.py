@@ -177,5 +177,5 @@ register(Figure(
     make=make_fig10,
     claims=(Claim("condensation grows with the init rate (Spearman of gamma vs mean |cos| of W_Q(1) rows)",
                   "positive", lambda t: _condensation_trend(t["condensation"])),),
-    notes="Shares its sweep with journal-fig3."))
+    notes="Shares its sweep with journal-fig3.", extra="analysis"))
 

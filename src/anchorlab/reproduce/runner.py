@@ -33,13 +33,13 @@ def figure_spec(fig: Figure, scale: str, overrides: list[str] | tuple[str, ...] 
     """The sweep spec of a figure at a scale, as a mapping (with extra ``set`` overrides appended)."""
     import yaml
 
-    from ..sweep.grid import resolve_sweep
+    from ..sweep.grid import parse_set, resolve_sweep
 
     if scale not in fig.sweeps:
         raise ConfigError(f"--scale: figure {fig.id} has scales {', '.join(fig.sweeps)}, got {scale!r}")
     src = fig.sweeps[scale]
     spec = dict(src) if isinstance(src, dict) else yaml.safe_load(resolve_sweep(src).read_text())
-    spec["set"] = list(spec.get("set") or []) + list(overrides)
+    spec["set"] = [e if isinstance(e, str) else {e[0]: e[1]} for e in parse_set(spec.get("set"))] + list(overrides)
     return spec
 
 
@@ -74,6 +74,8 @@ def describe_figures(scale: str | None = None, workers: int = 2) -> str:
                 lines.append(f"{'':18s}   {sc:5s} (cannot expand here: {e})")
         if fig.notes:
             lines.append(f"{'':18s}   note: {fig.notes}")
+        if fig.extra:
+            lines.append(f"{'':18s}   needs: pip install 'anchorlab[{fig.extra}]'")
     return "\n".join(lines)
 
 
@@ -107,6 +109,9 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
         plan = plan_sweep(spec, sweep_dir)
         print(plan.to_string(index=False))
         return {}
+    if fig.extra:  # before training, not after it
+        from ..extras import require_extra
+        require_extra(fig.extra, f"reproduce {figure}")
     out.mkdir(parents=True, exist_ok=True)
 
     def done(run, status: str) -> None:

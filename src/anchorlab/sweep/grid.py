@@ -4,7 +4,8 @@ A spec (YAML file or mapping)::
 
     name: fig2-cpu
     base: demo/small              # preset name, config path, or an inline mapping
-    set: [train.epochs=2]         # dotted overrides applied to the base first
+    set: [train.epochs=2]         # dotted overrides applied to the base first: KEY=VALUE strings,
+                                  # or a mapping {model.d_model: 64, train.epochs: 2} (YAML-typed values)
     axes:                         # product over every axis, in this order
       init.gamma: [0.3, 0.5, 0.8]
       model.n_layers: [1, 2]
@@ -69,11 +70,14 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """A parsed sweep: ``base`` is the resolved base config mapping (before ``set``)."""
+    """A parsed sweep: ``base`` is the resolved base config mapping (before ``set``).
+
+    ``set`` holds overrides in order: ``"KEY=VALUE"`` strings or ``(key, value)`` pairs.
+    """
 
     name: str
     base: dict[str, Any] = field(default_factory=dict)
-    set: tuple[str, ...] = ()
+    set: tuple[str | tuple[str, Any], ...] = ()
     axes: tuple[Axis, ...] = ()
     aggregate: AggregateOptions = field(default_factory=AggregateOptions)
 
@@ -105,7 +109,7 @@ class SweepSpec:
         axes = {ax.keys[0]: [v[0] for v in ax.values] for ax in self.axes if len(ax.keys) == 1}
         zips = [{k: [v[i] for v in ax.values] for i, k in enumerate(ax.keys)}
                 for ax in self.axes if len(ax.keys) > 1]
-        d: dict[str, Any] = {"name": self.name, "base": copy.deepcopy(self.base), "set": list(self.set),
+        d: dict[str, Any] = {"name": self.name, "base": copy.deepcopy(self.base), "set": [s if isinstance(s, str) else {s[0]: s[1]} for s in self.set],
                              "axes": axes}
         if zips:
             d["zip"] = zips
@@ -155,6 +159,46 @@ def _resolve_base(base: Any, spec_dir: Path | None) -> dict[str, Any]:
     raise ConfigError(f"base: expected a preset name, a config path or a mapping, got {base!r}")
 
 
+SET_HELP = "a mapping {dotted.key: value} or a list of KEY=VALUE strings (or one-key mappings)"
+
+
+def parse_set(value: Any) -> tuple[str | tuple[str, Any], ...]:
+    """A spec's ``set``: a mapping, a KEY=VALUE string, or a list of strings / one-key mappings -> entries."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, Mapping):
+        value = [{k: v} for k, v in value.items()]
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"set: expected {SET_HELP}, got {value!r}")
+    out: list[str | tuple[str, Any]] = []
+    for i, item in enumerate(value):
+        if isinstance(item, str):
+            if "=" not in item or not item.split("=", 1)[0].strip():
+                raise ConfigError(f"set[{i}]: expected KEY=VALUE, e.g. init.gamma=0.8, got {item!r}")
+            out.append(item)
+        elif isinstance(item, Mapping) and len(item) == 1:
+            (k, v), = item.items()
+            if not isinstance(k, str) or not k.strip():
+                raise ConfigError(f"set[{i}]: keys must be dotted config keys such as 'model.d_model', got {k!r}")
+            out.append((k, v))
+        else:
+            raise ConfigError(f"set[{i}]: expected {SET_HELP}, got {item!r}")
+    return tuple(out)
+
+
+def apply_set(base: Mapping[str, Any], entries: Sequence[str | tuple[str, Any]]) -> dict[str, Any]:
+    """``base`` with the ``set`` entries applied in order (returns a copy)."""
+    out = copy.deepcopy(dict(base))
+    for e in entries:
+        if isinstance(e, str):
+            out = apply_overrides(out, [e])
+        else:
+            set_dotted(out, e[0], e[1])
+    return out
+
+
 def sweep_from_dict(data: Mapping[str, Any], spec_dir: str | Path | None = None) -> SweepSpec:
     """Mapping -> :class:`SweepSpec`; a relative ``base`` path is looked up next to ``spec_dir`` first."""
     if not isinstance(data, Mapping):
@@ -164,11 +208,7 @@ def sweep_from_dict(data: Mapping[str, Any], spec_dir: str | Path | None = None)
             raise ConfigError(f"{k}: unknown sweep key; allowed: {', '.join(SPEC_KEYS)}")
     if "name" not in data:
         raise ConfigError("name: the sweep spec needs a name")
-    sets = data.get("set") or []
-    if isinstance(sets, str):
-        sets = [sets]
-    if not isinstance(sets, (list, tuple)) or not all(isinstance(s, str) for s in sets):
-        raise ConfigError(f"set: expected a list of KEY=VALUE overrides, got {sets!r}")
+    sets = parse_set(data.get("set"))
     axes_map = data.get("axes") or {}
     if not isinstance(axes_map, Mapping):
         raise ConfigError(f"axes: expected a mapping of dotted key -> list of values, got {axes_map!r}")
@@ -180,7 +220,7 @@ def sweep_from_dict(data: Mapping[str, Any], spec_dir: str | Path | None = None)
     if agg is not None and not isinstance(agg, Mapping):
         raise ConfigError(f"aggregate: expected a mapping, got {agg!r}")
     return SweepSpec(name=data["name"], base=_resolve_base(data.get("base"), Path(spec_dir) if spec_dir else None),
-                     set=tuple(sets), axes=axes, aggregate=AggregateOptions.from_dict(agg))
+                     set=sets, axes=axes, aggregate=AggregateOptions.from_dict(agg))
 
 
 def load_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path") -> SweepSpec:
@@ -222,7 +262,7 @@ def get_dotted(cfg: Any, key: str) -> Any:
 def expand(spec: "SweepSpec | Mapping[str, Any] | str | Path") -> list[RunSpec]:
     """All runs of a sweep, in axis order (the first axis varies slowest), duplicates collapsed."""
     spec = load_sweep(spec)
-    base = apply_overrides(spec.base, list(spec.set))
+    base = apply_set(spec.base, spec.set)
     base["name"] = spec.name
     runs: dict[str, RunSpec] = {}
     n = 0

@@ -6,6 +6,7 @@ A run directory is the record of a run::
     param_table.csv    every parameter: role, shape, fan_in, gamma, target/measured init std, lr, weight decay
     metrics.jsonl      one line per evaluation (step, epoch, lr, train_loss, wall/eval seconds, metrics)
     checkpoint.pt      latest state (model, optimizer, step), written atomically
+    checkpoint.prev.pt the one before (resume falls back to it if checkpoint.pt is unusable)
     model.safetensors  final weights
     final.json         run_id, status, final and best metrics, history, versions, timings, config
 
@@ -38,9 +39,10 @@ import torch
 
 from ..config import ConfigError, ExperimentConfig, dump_config, experiment_from_dict
 from ..io import atomic_write, read_json, write_json, write_text
+from ..progress import Progress  # noqa: F401 - re-exported for the trainers
 from ..registry import MODELS, load
 from ..tasks.base import Task
-from .checkpoint import load_checkpoint, save_checkpoint, save_weights, versions
+from .checkpoint import load_checkpoint, remove_stale_temps, save_checkpoint, save_weights, versions
 from .optim import lr_at, make_optimizer
 
 log = logging.getLogger(__name__)
@@ -55,30 +57,45 @@ def pick_device(spec: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if spec.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"train.device: {spec!r} requested but CUDA is not available; use 'cpu' or 'auto'")
-    return torch.device(spec)
+    dev = torch.device(spec)
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ConfigError(f"train.device: {spec!r} but this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return dev
+
+
+def flush_denormal() -> bool:
+    """Whether this thread flushes denormals to zero now (torch has a setter only, so it is measured).
+
+    Multiplies the float64 denormal 1e-310 by 1: the result is 0 exactly when
+    flush-to-zero / denormals-are-zero is on (whoever switched it on).
+    """
+    return bool((torch.tensor([1e-310], dtype=torch.float64) * 1.0).item() == 0.0)
 
 
 @contextlib.contextmanager
 def numerics(cfg: ExperimentConfig, device: torch.device):
-    """Process-wide numeric switches for the duration of a run, restored after."""
+    """Process-wide numeric switches for the duration of a run, each restored to its previous value after.
+
+    Threads (``train.threads``), flush-denormal on CPU (``train.flush_denormal``)
+    and TF32 for CUDA matmuls and cuDNN (``train.tf32``).
+    """
     t = cfg.train
     old_threads = torch.get_num_threads()
-    old_tf32 = torch.backends.cuda.matmul.allow_tf32 if torch.cuda.is_available() else None
+    old_flush = flush_denormal()
+    old_tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     if t.threads:
         torch.set_num_threads(t.threads)
     if device.type == "cpu":
         torch.set_flush_denormal(t.flush_denormal)
-    if old_tf32 is not None:
-        torch.backends.cuda.matmul.allow_tf32 = t.tf32
-        torch.backends.cudnn.allow_tf32 = t.tf32
+    torch.backends.cuda.matmul.allow_tf32 = t.tf32   # flags only: harmless without CUDA
+    torch.backends.cudnn.allow_tf32 = t.tf32
     try:
         yield
     finally:
         torch.set_num_threads(old_threads)
         if device.type == "cpu":
-            torch.set_flush_denormal(False)
-        if old_tf32 is not None:
-            torch.backends.cuda.matmul.allow_tf32 = old_tf32
+            torch.set_flush_denormal(old_flush)
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old_tf32
 
 
 def build_model(cfg: ExperimentConfig) -> torch.nn.Module:
@@ -118,7 +135,17 @@ def read_history(run_dir: Path, upto_step: int) -> list[dict[str, Any]]:
     path = run_dir / "metrics.jsonl"
     if not path.exists():
         return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:  # a line cut short by a kill mid-append; rows past the checkpoint are redone
+            log.warning("%s:%d: unreadable line dropped (%r...)", path, i, line[:40])
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            rows.append(row)
     return [r for r in rows if r["step"] <= upto_step]
 
 
@@ -199,6 +226,7 @@ class RunState:
     eval_data: Any = None
     device: torch.device = torch.device("cpu")
     t0: float = field(default_factory=time.perf_counter)
+    tracker: Any = None   # anchorlab.tracking.Tracker when train.tracking is not 'none'
 
     @classmethod
     def open(cls, cfg: ExperimentConfig, run_dir: str | Path, task: Task, device: torch.device,
@@ -214,6 +242,10 @@ class RunState:
         check_run_dir(run_dir, cfg)
         write_text(run_dir / "config.yaml", dump_config(cfg))
         check_dims(cfg, task)
+        tracker = None
+        if getattr(cfg.train, "tracking", "none") != "none":  # a missing backend fails here, before any work
+            from ..tracking import make_tracker
+            tracker = make_tracker(cfg, run_dir)
         model, table = init_model(cfg)
         model.to(device)
         opt = make_optimizer(model, cfg.optim)
@@ -223,10 +255,14 @@ class RunState:
         table["weight_decay"] = [group_of[n]["weight_decay"] for n in table.name]
         atomic_write(run_dir / "param_table.csv", lambda p: table.to_csv(p, index=False))
         step, wall = 0, 0.0
-        ck = load_checkpoint(run_dir, map_location=device)
+        remove_stale_temps(run_dir)
+
+        def apply(state: dict[str, Any]) -> None:
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+
+        ck = load_checkpoint(run_dir, map_location=device, apply=apply)
         if ck is not None:
-            model.load_state_dict(ck["model"])
-            opt.load_state_dict(ck["optimizer"])
             step, wall = int(ck["step"]), float(ck.get("wall_seconds", 0.0))
             log.info("resuming %s at step %d", run_dir, step)
         history = read_history(run_dir, step)
@@ -240,7 +276,10 @@ class RunState:
         if seed not in cache:
             cache[seed] = (task.train_data(seed), task.eval_data(seed))
         train_data, eval_data = cache[seed]
-        return cls(cfg, task, run_dir, model, opt, train_data, step, wall, history, callbacks, eval_data, device, t0)
+        if tracker is not None:
+            tracker.start(cfg, step)
+        return cls(cfg, task, run_dir, model, opt, train_data, step, wall, history, callbacks, eval_data, device, t0,
+                   tracker)
 
     # ---- plan
     @property
@@ -270,6 +309,8 @@ class RunState:
         with open(self.run_dir / "metrics.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
         self.history.append(row)
+        if self.tracker is not None:
+            self.tracker.log(row)
         return row
 
     def stop_status(self, row: dict[str, Any]) -> str | None:
@@ -289,7 +330,10 @@ class RunState:
     def finish(self, model: torch.nn.Module, status: str, step: int) -> dict[str, Any]:
         """Save the final weights and write final.json."""
         save_weights(self.run_dir / "model.safetensors", model, {"run_id": self.cfg.run_id()})
-        return finalize(self.cfg, self.run_dir, self.history, status, self.wall(), step)
+        final = finalize(self.cfg, self.run_dir, self.history, status, self.wall(), step)
+        if self.tracker is not None:
+            self.tracker.finish(final, self.task.headline)
+        return final
 
 
 def check_dims(cfg: ExperimentConfig, task: Task) -> None:
@@ -302,25 +346,3 @@ def check_dims(cfg: ExperimentConfig, task: Task) -> None:
     if hasattr(m, "max_len") and "max_len" in need and m.max_len < need["max_len"]:
         raise ConfigError(f"model.max_len: the data need {need['max_len']} positions (longest row, or longest "
                           f"prompt + task.max_new_tokens - 1), got {m.max_len}; leave it out to derive it")
-
-
-class Progress:
-    """A tqdm bar over training steps (only when asked for)."""
-
-    def __init__(self, enabled: bool, total: int, initial: int, desc: str) -> None:
-        self.bar = None
-        if enabled:
-            from tqdm.auto import tqdm
-            self.bar = tqdm(total=total, initial=initial, desc=desc, unit="step", dynamic_ncols=True)
-
-    def update(self, n: int = 1) -> None:
-        if self.bar is not None:
-            self.bar.update(n)
-
-    def show(self, row: dict[str, Any], keys: Sequence[str]) -> None:
-        if self.bar is not None:
-            self.bar.set_postfix({k: f"{row[k]:.3g}" for k in keys if isinstance(row.get(k), (int, float))})
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()

@@ -296,6 +296,7 @@ def _train_group(members: list[RunState], start: int, device: torch.device, prog
                     done.append(r)
             loss_sum.zero_()
             loss_n = 0
+            bar.show({"step": step, "models_training": len(active) - len(done)}, ("models_training",))
             if done:
                 keep = [r for r in range(len(active)) if r not in done]
                 active = [active[r] for r in keep]
