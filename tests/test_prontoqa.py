@@ -26,7 +26,13 @@ def test_every_label_is_what_the_reference_checker_proves(sets):
             if e.label:
                 assert proof.hops == e.hops          # the shortest proof has exactly `hops` links
                 assert proof.steps[-1] == e.concept
+                # the proof target is the checker's proof, then the label
+                assert e.proof == " ".join(f"{e.entity} is a {c} ." for c in proof.steps) + " True"
             else:
+                # the proof target walks the whole search without meeting the queried concept
+                assert e.concept not in proof.reached
+                assert e.proof == " ".join(f"{e.entity} is a {c} ." for c in proof.reached) + " False"
+            if not e.label:
                 # the queried concept is `hops` links above the *other* entity: same depth, other chain
                 links, member, (ent, concept) = parse(e.prompt)
                 other = [x for x in member if x != ent]
@@ -136,9 +142,9 @@ def test_label_accuracy_per_hop_on_a_hand_built_model():
     res = task.evaluate(HopOracle(data.vocab, flip=(3,)), data, cached=False)
     m = res.metrics
     for s in ("train", "test"):
-        assert m[f"{s}_exact"] == pytest.approx(0.8)
-        assert m[f"{s}_exact/hop3"] == 0.0
-        assert all(m[f"{s}_exact/hop{h}"] == 1.0 for h in (1, 2, 4, 5))
+        assert m[f"{s}_acc"] == m[f"{s}_exact"] == pytest.approx(0.8)
+        assert m[f"{s}_acc/hop3"] == 0.0
+        assert all(m[f"{s}_acc/hop{h}"] == 1.0 for h in (1, 2, 4, 5))
     assert res.tables["predictions"].correct.mean() == pytest.approx(0.8)
 
 
@@ -151,10 +157,10 @@ def test_vocabulary_covers_the_test_set_and_a_tiny_run_trains(tmp_path):
                   "activation": "gelu"},
         "init": {"gamma": 0.5, "fan_in": "d_model"},
         "optim": {"lr": 1e-3, "warmup_epochs": 0, "warmup_multiplier": 1, "cosine_epochs": 2, "min_lr": 1e-4},
-        "train": {"epochs": 2, "batch_size": 16, "threads": 1, "stop_when": ["train_exact>=1.01"]}})
+        "train": {"epochs": 2, "batch_size": 16, "threads": 1, "stop_when": ["train_acc>=1.01"]}})
     task = build_task(cfg.task)
     data = task.eval_data(0)
     assert data.vocab.unk_id not in data.eval_sets["test"].encoded.tokens.unique().tolist()
     f = train(cfg, tmp_path / "r").final
     assert f["status"] == "finished" and f["steps"] == 8
-    assert {"train_exact", "test_exact", "test_exact/hop1", "test_exact/hop2"} <= set(f["final"])
+    assert {"train_acc", "test_acc", "test_acc/hop1", "test_acc/hop2", "test_exact"} <= set(f["final"])

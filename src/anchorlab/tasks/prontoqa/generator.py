@@ -21,6 +21,10 @@ true/false question about one entity's class::
   ``wum pus``). Names split into a training and a test set by
   ``(onset + ending) % test_every == 0`` (test), so test ontologies use only
   names never seen in training, while every syllable occurs in both.
+* **Proofs** (optional target): the forward-chaining trace ``Max is a c0 .
+  Max is a c1 . ...`` up to the queried concept (True) or the top of Max's
+  chain (False), then the label (:attr:`Example.proof`): the model then
+  writes one inference per step, as in the paper's chain-of-thought setting.
 * **Balance and determinism.** Example ``i`` has label ``i % 2 == 0`` and hop
   count ``hop_list[(i // 2) % len(hop_list)]``: any even prefix is balanced in
   labels, and a prefix of ``2 * len(hop_list) * k`` examples is balanced per
@@ -63,13 +67,15 @@ def concept_names(part: str, test_every: int = 4) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Example:
     """One question: context sentences (each ending in `` .``), the queried entity and concept, the
-    label and the number of ``Every`` links between the entity's concept and the queried one."""
+    label, the number of ``Every`` links between the entity's concept and the queried one, and the
+    entity's own chain of concepts (its class first)."""
 
     context: tuple[str, ...]
     entity: str
     concept: str
     label: bool
     hops: int
+    chain: tuple[str, ...] = ()
 
     @property
     def prompt(self) -> str:
@@ -78,6 +84,16 @@ class Example:
     @property
     def answer(self) -> str:
         return ANSWERS[self.label]
+
+    @property
+    def proof(self) -> str:
+        """Forward chaining from the entity's class: ``E is a c0 . E is a c1 . ...`` up to the queried
+        concept (label True) or to the top of the entity's chain (False), then the label."""
+        steps = self.chain[:self.hops + 1] if self.label else self.chain
+        return " ".join(f"{self.entity} is a {c} ." for c in steps) + f" {self.answer}"
+
+    def target(self, proof: bool = False) -> str:
+        return self.proof if proof else self.answer
 
 
 def make_example(rng: np.random.Generator, names: tuple[str, ...], hops: int, label: bool, depth: int,
@@ -100,7 +116,7 @@ def make_example(rng: np.random.Generator, names: tuple[str, ...], hops: int, la
     who = int(rng.integers(2))                      # which entity is asked about
     target = chains[who if label else 1 - who][hops]
     order = rng.permutation(len(sents))
-    return Example(tuple(sents[k] for k in order), ents[who], target, label, hops)
+    return Example(tuple(sents[k] for k in order), ents[who], target, label, hops, tuple(chains[who]))
 
 
 def generate(n: int, part: str, seed: int = 0, min_hops: int = 1, max_hops: int = MAX_HOPS, depth: int = 0,
@@ -119,11 +135,13 @@ def generate(n: int, part: str, seed: int = 0, min_hops: int = 1, max_hops: int 
 # --------------------------------------------------------------------------- reference checker
 @dataclass(frozen=True)
 class Proof:
-    """The checker's verdict: ``label`` and, when True, the ``Every`` links on the shortest proof
-    (``steps``: the concepts from the entity's own class up to the queried one)."""
+    """The checker's verdict: ``label``; ``steps``: the concepts of the shortest proof, from the
+    entity's own class up to the queried one (empty when False); ``reached``: every concept the
+    entity belongs to, in breadth-first order (the whole forward-chaining search)."""
 
     label: bool
     steps: tuple[str, ...] = ()
+    reached: tuple[str, ...] = ()
 
     @property
     def hops(self) -> int:
@@ -165,15 +183,17 @@ def prove(prompt: str) -> Proof:
     start = sorted(member.get(ent, ()))
     prev: dict[str, str | None] = {c: None for c in start}
     todo = deque(start)
+    order: list[str] = []
     while todo:
         c = todo.popleft()
-        if c == concept:
-            path = [c]
-            while prev[path[-1]] is not None:
-                path.append(prev[path[-1]])
-            return Proof(True, tuple(reversed(path)))
+        order.append(c)
         for nxt in sorted(links.get(c, ())):
             if nxt not in prev:
                 prev[nxt] = c
                 todo.append(nxt)
-    return Proof(False)
+    if concept not in prev:
+        return Proof(False, (), tuple(order))
+    path = [concept]
+    while prev[path[-1]] is not None:
+        path.append(prev[path[-1]])
+    return Proof(True, tuple(reversed(path)), tuple(order))
