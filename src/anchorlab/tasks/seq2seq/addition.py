@@ -128,6 +128,11 @@ class AdditionTaskConfig(Seq2SeqTaskConfig):
         check_range("task.id_fraction", self.id_fraction, 0.0, 1.0, lo_open=True, hi_open=True)
         check_range("task.split_seed", self.split_seed, 0)
 
+    @property
+    def n_train(self) -> int:
+        """Training problems a run uses: ``train_size``, or all of them (for compute estimates)."""
+        return self.train_size or len(self.raw()["train"])
+
     def raw(self) -> dict[str, tuple[Row, ...]]:
         return _rows(self.square_min, self.square_max, self.id_fraction, self.split_seed, self.digit_order)
 
