@@ -73,8 +73,8 @@ def first_reach(history: Sequence[Mapping[str, Any]], metric: str, threshold: fl
     return None
 
 
-def convergence_table(finals: Sequence[Mapping[str, Any]], metric: str = "train_exact", threshold: float = 0.99,
-                      train: str = "train_exact", test: str = "test_exact",
+def convergence_table(finals: Sequence[Mapping[str, Any]], metric: str = "train_acc", threshold: float = 0.99,
+                      train: str = "train_acc", test: str = "test_acc",
                       axes: Sequence[str] = ("task.n_train", "init.gamma", "optim.weight_decay", "train.init_seed")
                       ) -> pd.DataFrame:
     """One row per run: the ``axes`` values, ``status``, ``converged_epoch`` / ``converged_step`` (first

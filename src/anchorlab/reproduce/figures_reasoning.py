@@ -111,14 +111,14 @@ def make_prontoqa(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..plots.reasoning import plot_prontoqa
 
     fs = finals(sweep_dir)
-    conv = convergence_table(fs, "train_exact", PRONTOQA_THRESHOLD)
+    conv = convergence_table(fs, "train_acc", PRONTOQA_THRESHOLD)
     if conv.empty:
         return {"runs": conv}, {}
     conv = conv.rename(columns={"task.n_train": "n_train", "init.gamma": "gamma", "optim.weight_decay":
                                 "weight_decay", "train.init_seed": "seed"})
     conv.insert(0, "setting", _setting(conv.gamma))
     conv["cap_epoch"] = [f["config"]["train"]["epochs"] for f in fs]
-    hop_cols = sorted(c for c in conv.columns if c.startswith("test_exact/hop"))
+    hop_cols = sorted(c for c in conv.columns if c.startswith("test_acc/hop"))
     hops = conv.melt(id_vars=["setting", "n_train", "seed"], value_vars=hop_cols, var_name="hop",
                      value_name="accuracy")
     hops["hop"] = hops.hop.str.extract(r"hop(\d+)_at", expand=False).astype(int)
