@@ -13,7 +13,7 @@ TINY = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=102
 
 REQUIRED = ["neurips-fig2", "neurips-fig3", "neurips-fig4", "neurips-fig5", "neurips-fig6", "journal-fig3",
             "journal-fig4", "journal-fig5ab", "journal-fig5c", "journal-fig7a", "journal-fig7b", "journal-fig8",
-            "journal-fig10"]
+            "journal-fig10", "journal-fig7c", "journal-fig7e", "journal-fig7a-matched", "journal-fig7b-matched"]
 
 
 def test_every_figure_with_data_is_registered_with_both_scales():

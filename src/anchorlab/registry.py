@@ -29,6 +29,9 @@ TASKS: dict[str, Entry] = {
     "scan": Entry("anchorlab.tasks.seq2seq.scan:ScanTaskConfig", "anchorlab.tasks.seq2seq.scan:ScanTask"),
     "pairs": Entry("anchorlab.tasks.seq2seq.task:PairsTaskConfig", "anchorlab.tasks.seq2seq.task:PairsTask"),
     "cogs": Entry("anchorlab.tasks.seq2seq.cogs:CogsTaskConfig", "anchorlab.tasks.seq2seq.cogs:CogsTask"),
+    "addition": Entry("anchorlab.tasks.seq2seq.addition:AdditionTaskConfig",
+                      "anchorlab.tasks.seq2seq.addition:AdditionTask"),
+    "prontoqa": Entry("anchorlab.tasks.prontoqa.task:ProntoQATaskConfig", "anchorlab.tasks.prontoqa.task:ProntoQATask"),
 }
 
 MODELS: dict[str, Entry] = {

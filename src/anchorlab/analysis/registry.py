@@ -33,8 +33,10 @@ from ..config import ConfigError, options_from_strings
 from ..io import atomic_write
 from ..plots import complexity as cplots
 from ..plots import mechanism as mplots
+from ..plots import reasoning as rplots
 from . import complexity as cx
 from . import mechanism as mech
+from . import reasoning as rsn
 from .complexity import complexity_summary, sweep_stable_ranks
 from .mechanism import compare_runs
 
@@ -88,6 +90,8 @@ ANALYSES: dict[str, Analysis] = {a.name: a for a in (
              cx.CovSpectrumOptions, cx.compute_cov_spectrum, cplots.cov_spectrum_figure),
     Analysis("stable-rank", "stable rank of every 2-D parameter (journal Fig. 5C)",
              cx.StableRankOptions, cx.compute_stable_rank, cplots.stable_rank_figure),
+    Analysis("addition-grid", "accuracy of every a + b as a 100x100 heatmap, held-out square outlined (journal Fig. 7C)",
+             rsn.AdditionGridOptions, rsn.compute_addition_grid, rplots.addition_grid_figure, ("addition",)),
 )}
 
 

@@ -57,8 +57,9 @@ def _largest(t: pd.DataFrame, setting: bool, col: str) -> float:
 
 NOTE = ("CPU scale: 2-layer width-128 GPT-2-style decoder, 400 steps per run, one seed; the paper: GPT-2, "
         "the datasets' full setup. At 400 steps the large-init setting may not have fitted ID, so the CPU "
-        "contrast mixes fitting speed with generalization (docs/real_tasks.md). Data: task.data_dir or "
-        "$ANCHORLAB_DATA_DIR, else downloaded into the cache.")
+        "contrast mixes fitting speed with generalization (docs/real_tasks.md); journal-fig7a-matched / "
+        "journal-fig7b-matched compare at matched ID. Data: task.data_dir or $ANCHORLAB_DATA_DIR, else "
+        "downloaded into the cache.")
 
 register(Figure(
     id="journal-fig7a", paper="journal", number="Fig. 7A",
@@ -87,3 +88,56 @@ register(Figure(
               lambda t: _largest(t["runs"], True, "id_exact")),
     ),
     notes=NOTE))
+
+
+# --------------------------------------------------------------------------- matched ID (stopping rule)
+def make_matched(sweep_dir: Path, out: Path, scale: str) -> Made:
+    """Runs table (``reached_id``: the run stopped on its ID rule before the cap) and the figure."""
+    from ..plots.phase import save
+    from ..plots.realtasks import plot_exact_vs_train_size
+
+    fs = finals(sweep_dir)
+    df = finals_table(fs)
+    if df.empty:
+        return {"runs": df}, {}
+    df.insert(3, "reached_id", df.status == "stopped_early")
+    df.insert(3, "seed", [f["config"]["train"]["init_seed"] for f in fs])
+    return {"runs": df}, {"fig7.png": save(plot_exact_vs_train_size(df), out / "fig7")[0]}
+
+
+def _reached(t: pd.DataFrame, setting: bool) -> float:
+    sub = t[t.setting == SETTING_NAMES[setting]] if not t.empty else t
+    return float(sub.reached_id.mean()) if len(sub) else math.nan
+
+
+def _matched_gap(t: pd.DataFrame) -> float:
+    """Mean OOD exact match of small init + large wd minus that of large init + small wd, over the runs of
+    both that reached the ID rule (NaN unless each setting has one)."""
+    if t.empty:
+        return math.nan
+    r = t[t.reached_id]
+    m = r.groupby("setting").ood_exact.mean()
+    if len(m) < 2:
+        return math.nan
+    return float(m[SETTING_NAMES[True]] - m[SETTING_NAMES[False]])
+
+
+MATCHED_NOTE = ("CPU scale: 2-layer width-128 GPT-2-style decoder, each run trains until ID exact match >= 0.99 "
+                "(train.stop_when) or a 2,400-step cap, two seeds; a run that hit the cap did not reach matched "
+                "ID (reached_id false). docs/reasoning_tasks.md.")
+
+for _fig, _task, _preset in (("journal-fig7a-matched", "SCAN addprim_turn_left", "scan_matched"),
+                             ("journal-fig7b-matched", "COGS", "cogs_matched")):
+    register(Figure(
+        id=_fig, paper="journal", number="Fig. 7" + ("A" if "7a" in _fig else "B"),
+        shows=f"{_task}: OOD exact match of the two settings at matched ID (train until ID >= 0.99, with a cap)",
+        sweeps={"cpu": f"{_preset}_cpu", "paper": f"{_preset}_paper"}, make=make_matched,
+        claims=(
+            Claim("runs of small init + large wd that reached ID >= 0.99 by the cap (fraction)", "1.0 (> 99% ID)",
+                  lambda t: _reached(t["runs"], True)),
+            Claim("runs of large init + small wd that reached ID >= 0.99 by the cap (fraction)", "1.0 (> 99% ID)",
+                  lambda t: _reached(t["runs"], False)),
+            Claim("OOD exact match gap, small minus large init, among runs at matched ID", "> 0 (significant)",
+                  lambda t: _matched_gap(t["runs"])),
+        ),
+        notes=MATCHED_NOTE))
