@@ -29,11 +29,13 @@ TASKS: dict[str, Entry] = {
     "scan": Entry("anchorlab.tasks.seq2seq.scan:ScanTaskConfig", "anchorlab.tasks.seq2seq.scan:ScanTask"),
     "pairs": Entry("anchorlab.tasks.seq2seq.task:PairsTaskConfig", "anchorlab.tasks.seq2seq.task:PairsTask"),
     "cogs": Entry("anchorlab.tasks.seq2seq.cogs:CogsTaskConfig", "anchorlab.tasks.seq2seq.cogs:CogsTask"),
+    "lm": Entry("anchorlab.tasks.lm.config:LMTaskConfig", "anchorlab.tasks.lm.task:LMTask"),
 }
 
 MODELS: dict[str, Entry] = {
     "neurips": Entry("anchorlab.config.experiment:ModelConfig", "anchorlab.model.transformer:build_model"),
     "gpt2": Entry("anchorlab.config.experiment:ModelConfig", "anchorlab.model.transformer:build_model"),
+    "hf_gpt2": Entry("anchorlab.model.hf_gpt2_config:HFGPT2Config", "anchorlab.model.hf_gpt2:build_hf_gpt2"),
 }
 
 
