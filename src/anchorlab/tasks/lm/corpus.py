@@ -46,6 +46,7 @@ Doc = tuple[str, str, str]  # (source, doc id, text)
 LOCAL_SOURCES = ("python_stdlib", "python_docs")
 SLIMPAJAMA_SETS = ("RedPajamaCommonCrawl", "RedPajamaC4", "RedPajamaGithub", "RedPajamaBook", "RedPajamaArXiv",
                    "RedPajamaWikipedia", "RedPajamaStackExchange")
+READ_BUFFER = 1 << 20   # bytes read from a shard file at a time
 SKIP_DIRS = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 
 
@@ -123,7 +124,7 @@ def _stable(text: str) -> int:
 # ------------------------------------------------------------------ SlimPajama
 @dataclass
 class ShardLog:
-    """What the streams read from each shard: compressed bytes and, for shards read to the end, their sha256."""
+    """What the streams read from each shard: bytes read and, where every byte was read, the file's sha256."""
 
     shards: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -166,20 +167,19 @@ def read_shard(path: Path, log_to: ShardLog | None = None) -> Iterator[dict[str,
             from ...extras import require
 
             zstd = require("zstandard", "SlimPajama .jsonl.zst shards")
-            stream: Any = zstd.ZstdDecompressor().stream_reader(io.BufferedReader(hf, 1 << 20))
+            stream: Any = zstd.ZstdDecompressor().stream_reader(io.BufferedReader(hf, READ_BUFFER),
+                                                                       read_size=READ_BUFFER)
         else:
-            stream = io.BufferedReader(hf, 1 << 20)
+            stream = io.BufferedReader(hf, READ_BUFFER)
         text = io.TextIOWrapper(stream, encoding="utf-8")
-        done = False
         try:
             for line in text:
                 if line.strip():
                     yield json.loads(line)
-            done = True
         finally:
             if log_to is not None:
                 entry = {"bytes_read": hf.n, "size": path.stat().st_size}
-                if done:
+                if hf.n == entry["size"]:      # every byte went through the hash
                     entry["sha256"] = hf.h.hexdigest()
                 log_to.shards[str(path)] = entry
 

@@ -35,7 +35,7 @@ from ...datasets import default_cache_dir
 from .config import LMTaskConfig
 from .corpus import (Doc, MixLog, ShardLog, local_docs, local_files, mix_stream, shard_files, slimpajama_docs,
                      tree_digest)
-from .tokenizer import digest, encode_docs, eos_id, load_files, train_bpe
+from .tokenizer import encode_docs, eos_id, load_files, save, train_bpe
 
 log = logging.getLogger(__name__)
 VAL_SEED = 20_250_715   # validation order: fixed for every data seed
@@ -205,7 +205,7 @@ def _build(cfg: LMTaskConfig, seed: int, sources: dict[str, Any], path: Path) ->
     else:
         tok = load_files(cfg.tokenizer_dir)
         tok_info = {"kind": "files", "dir": str(cfg.tokenizer_dir)}
-    tok.save(str(tmp / "tokenizer.json"))
+    tok_sha = save(tok, tmp / "tokenizer.json")
     vocab = int(tok.get_vocab_size())
     dtype = np.dtype(np.uint16 if vocab <= 1 << 16 else np.uint32)
     splits = {}
@@ -218,7 +218,7 @@ def _build(cfg: LMTaskConfig, seed: int, sources: dict[str, Any], path: Path) ->
                          **({"shards": slog.shards} if slog.shards else {})}
     man = {"corpus": cfg.corpus, "mix": cfg.sources, "mix_by": cfg.mix_by, "seed": seed, "seq_len": cfg.seq_len,
            "dtype": dtype.name, "sources": sources, "splits": splits,
-           "tokenizer": {**tok_info, "vocab_size": vocab, "sha256": digest(tok)},
+           "tokenizer": {**tok_info, "vocab_size": vocab, "sha256": tok_sha},
            "versions": {"tokenizers": tokenizers.__version__, "format": FORMAT}}
     for split, field_ in (("train", "train_tokens"), ("val", "val_tokens")):
         if not splits[split]["rows"]:

@@ -60,9 +60,10 @@ def eos_id(tok: Any) -> int:
     return int(tok.token_to_id(EOS))
 
 
-def digest(tok: Any) -> str:
-    """sha256 of the tokenizer's JSON (what ``tokenizer.json`` in the run directory holds)."""
-    return hashlib.sha256(tok.to_str().encode()).hexdigest()
+def save(tok: Any, path: str | Path) -> str:
+    """Write ``tokenizer.json``; return its sha256 (the file's bytes, as the run directory keeps them)."""
+    tok.save(str(path))
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def encode_docs(tok: Any, texts: list[str]) -> list[list[int]]:
