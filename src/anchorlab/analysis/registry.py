@@ -32,8 +32,10 @@ import pandas as pd
 from ..config import ConfigError, options_from_strings
 from ..io import atomic_write
 from ..plots import complexity as cplots
+from ..plots.coord_check import coord_check_figure
 from ..plots import mechanism as mplots
 from . import complexity as cx
+from . import coord_check as cc
 from . import mechanism as mech
 from .complexity import complexity_summary, sweep_stable_ranks
 from .mechanism import compare_runs
@@ -88,6 +90,8 @@ ANALYSES: dict[str, Analysis] = {a.name: a for a in (
              cx.CovSpectrumOptions, cx.compute_cov_spectrum, cplots.cov_spectrum_figure),
     Analysis("stable-rank", "stable rank of every 2-D parameter (journal Fig. 5C)",
              cx.StableRankOptions, cx.compute_stable_rank, cplots.stable_rank_figure),
+    Analysis("coord-check", "init std and the first steps' activation scales vs width (mup-style coordinate check)",
+             cc.CoordCheckOptions, cc.compute_coord_check, coord_check_figure),
 )}
 
 
