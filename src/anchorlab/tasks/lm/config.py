@@ -82,6 +82,11 @@ class LMTaskConfig(TaskConfig):
         return {k: float(w) for k, w in self.mix.items()}
 
     @property
+    def n_train(self) -> int:
+        """Training rows when ``train_tokens`` fixes them (0: known only after reading the data); for estimates."""
+        return max((self.train_tokens - 1) // self.seq_len, 0) if self.train_tokens else 0
+
+    @property
     def composition(self) -> str:
         """A short label of the mix, e.g. ``python_stdlib+python_docs`` (figure legends, tables)."""
         return "+".join(self.sources)
