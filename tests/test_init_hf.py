@@ -138,3 +138,17 @@ def test_every_standard_torch_layer_is_known():
     roles = assign_roles(net)
     assert {roles[f"{n}.weight"] for n in ("ln", "gn", "bn", "inn", "rms")} == {"norm"}
     assert "other" not in roles.values()
+
+
+def test_missing_extras_fail_with_one_line_naming_the_extra(monkeypatch):
+    from anchorlab.model.hf_gpt2 import build_hf_gpt2
+    from anchorlab.model.hf_gpt2_config import HFGPT2Config
+    from anchorlab.tasks.lm.tokenizer import train_bpe
+
+    monkeypatch.setitem(__import__("sys").modules, "transformers", None)
+    monkeypatch.setitem(__import__("sys").modules, "tokenizers", None)
+    with pytest.raises(ConfigError, match=r"^model\.arch 'hf_gpt2' needs the optional package 'transformers': "
+                                          r"pip install 'anchorlab\[hf\]'$"):
+        build_hf_gpt2(HFGPT2Config())
+    with pytest.raises(ConfigError, match=r"pip install 'anchorlab\[lm\]'$"):
+        train_bpe(["x"], 300)
