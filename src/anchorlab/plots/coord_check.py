@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
+MIN_SPAN = 8.0   # smallest y range (max/min) of an activation panel
 ORDER = ("embed", "pos", "qkv", "q", "k", "v", "o", "mlp_in", "mlp_out", "logits")
 
 
@@ -37,6 +38,10 @@ def coord_check_figure(tables: dict[str, pd.DataFrame], opts: Any = None, label:
             ax.plot(g.width, g.rms, "o-", ms=3, lw=1, color=f"C{int(s) % 10}", label=f"t={s}")
         ax.set_xscale("log", base=2)
         ax.set(yscale="log", title=role, xlabel="width", ylabel="RMS")
+        lo, hi = float(sub.rms.min()), float(sub.rms.max())
+        if lo > 0 and hi / lo < MIN_SPAN:   # show at least a factor MIN_SPAN, so noise does not look like a trend
+            mid = (lo * hi) ** 0.5
+            ax.set_ylim(mid / MIN_SPAN ** 0.5, mid * MIN_SPAN ** 0.5)
     axes[1].legend(fontsize=7)
     for ax in axes[n:]:
         ax.set_visible(False)
