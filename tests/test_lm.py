@@ -270,3 +270,19 @@ def test_local_sources_skip_tests_and_fingerprint_content(tmp_path):
     assert sorted(d[1] for d in docs) == rels                 # every file in exactly one split
     with pytest.raises(ConfigError, match=r"^task\.mix: source 'python_docs' not found"):
         local_files("python_docs", tmp_path / "nowhere")
+
+
+def test_hf_gpt2_lm_run_resumes_exactly(shards, tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    from anchorlab.train import train
+
+    monkeypatch.setenv("ANCHORLAB_CACHE", str(tmp_path / "cache"))
+    cfg = experiment_from_dict({**_cfg(shards, tmp_path, train_tokens=2000).to_dict(),
+                                "model": {"arch": "hf_gpt2", "n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32,
+                                          "dropout": 0.1}})
+    full = train(cfg, tmp_path / "full").final
+    part = train(cfg, tmp_path / "part", stop_after_step=10).final
+    assert part["status"] == "interrupted"
+    resumed = train(cfg, tmp_path / "part").final
+    assert resumed["status"] == "finished" and resumed["steps"] == full["steps"] == 15
+    assert resumed["final"]["val_ppl"] == full["final"]["val_ppl"]

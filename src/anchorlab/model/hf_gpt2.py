@@ -16,6 +16,8 @@ restores the tie, so safetensors files hold no shared tensors.
 
 from __future__ import annotations
 
+import hashlib
+
 import torch
 from torch import nn
 
@@ -44,14 +46,40 @@ class HFGPT2LM(nn.Module):
         tf = require("transformers", "model.arch 'hf_gpt2'")
         self.cfg = cfg
         self.hf = tf.GPT2LMHeadModel(hf_config(cfg))
+        # dropout RNG: [base seed (-1: not drawn yet), training forwards so far], saved with the weights
+        self.register_buffer("dropout_state", torch.tensor([-1, 0], dtype=torch.int64))
         if cfg.tie_embeddings:
             self.register_state_dict_post_hook(_drop_tied)
             self.register_load_state_dict_post_hook(_tied_not_missing)
 
     def forward(self, tokens: torch.Tensor, last_only: bool = False) -> torch.Tensor:
-        """tokens (B, T) -> logits (B, T, V), or (B, V) of the last position with ``last_only``."""
+        """tokens (B, T) -> logits (B, T, V), or (B, V) of the last position with ``last_only``.
+
+        In training mode with dropout, the masks come from a generator seeded by
+        the model's own counter (``dropout_state``, checkpointed with the
+        weights; its base is a hash of the weights at the first training
+        forward, so it follows the init seed): runs are reproducible and a
+        resumed run draws the masks an uninterrupted one would.
+        """
         if tokens.shape[1] > self.cfg.max_len:
             raise ValueError(f"sequence length {tokens.shape[1]} exceeds model.max_len={self.cfg.max_len}")
+        if self.training and self.cfg.dropout > 0:
+            devices = [tokens.device] if tokens.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(self._next_seed())
+                return self._logits(tokens, last_only)
+        return self._logits(tokens, last_only)
+
+    def _next_seed(self) -> int:
+        st = self.dropout_state
+        if int(st[0]) < 0:
+            w = self.hf.transformer.wte.weight.detach().flatten()[:256].double().cpu().numpy().tobytes()
+            st[0] = int.from_bytes(hashlib.sha256(w).digest()[:6], "big")
+        seed = (int(st[0]) * 1_000_003 + int(st[1])) % (2**63 - 1)
+        st[1] += 1
+        return seed
+
+    def _logits(self, tokens: torch.Tensor, last_only: bool) -> torch.Tensor:
         if last_only:
             h = self.hf.transformer(input_ids=tokens, use_cache=False).last_hidden_state
             return self.hf.lm_head(h[:, -1])
