@@ -286,3 +286,33 @@ def test_hf_gpt2_lm_run_resumes_exactly(shards, tmp_path, monkeypatch):
     resumed = train(cfg, tmp_path / "part").final
     assert resumed["status"] == "finished" and resumed["steps"] == full["steps"] == 15
     assert resumed["final"]["val_ppl"] == full["final"]["val_ppl"]
+
+
+def _final(comp_mix, gamma, seed, ppls, steps=100):
+    hist = [{"step": i * steps // (len(ppls) - 1), "val_ppl": p, "val_loss": math.log(p), "train_loss": 1.0}
+            for i, p in enumerate(ppls)]
+    cfg = {"task": {"name": "lm", "mix": comp_mix, "seq_len": 16},
+           "init": {"gamma": gamma}, "train": {"batch_size": 4, "init_seed": seed, "data_seed": seed}}
+    return {"run_id": f"{gamma}-{seed}-{len(comp_mix)}", "status": "finished", "steps": steps, "history": hist,
+            "best": {"val_ppl": min(ppls)}, "wall_seconds": 1.0, "config": cfg}
+
+
+def test_fig7d_tables_claims_and_figure():
+    from anchorlab.plots.lm import plot_perplexity_curves
+    from anchorlab.reproduce.figures_lm import lm_tables, ppl_ratio, smaller_init_lower_ppl, summary
+
+    code, both = {"python_stdlib": 1.0}, {"python_stdlib": 0.5, "python_docs": 0.5}
+    runs = [_final(code, 0.3, 0, [500, 80, 40]), _final(code, 0.5, 0, [500, 60, 30]),
+            _final(code, 0.8, 0, [500, 50, 20]), _final(code, 0.8, 1, [500, 50, 24]),
+            _final(both, 0.3, 0, [500, 90, 50]), _final(both, 0.5, 0, [500, 70, 55]),
+            _final(both, 0.8, 0, [500, 60, 45])]
+    t = lm_tables(runs)
+    t["summary"] = s = summary(t["finals"])
+    assert set(s.composition) == {"code", "code+prose"} and len(s) == 6
+    row = s[(s.composition == "code") & (s.gamma == 0.8)].iloc[0]
+    assert row.final_val_ppl == 22 and row.seeds == 2 and row.tokens_seen == 100 * 4 * 16
+    assert smaller_init_lower_ppl(t) == 0.5          # code falls with every gamma step; code+prose does not
+    assert math.isclose(ppl_ratio(t), (40 / 22 + 50 / 45) / 2)
+    assert len(t["curves"]) == 3 * len(runs) and t["curves"].tokens.max() == 100 * 4 * 16
+    fig = plot_perplexity_curves(t["curves"], t["finals"])
+    assert len(fig.axes) == 2 and "final 22" in fig.axes[0].get_legend().get_texts()[2].get_text()
