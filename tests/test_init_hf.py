@@ -111,6 +111,9 @@ def test_unknown_module_raises_naming_it_and_touches_nothing():
     assert torch.equal(net[0].weight, before)               # refused before drawing anything
     with pytest.raises(UnknownModuleError, match="PReLU"):
         apply_init_rate(nn.Sequential(nn.PReLU()), 0.5)
+    frozen = nn.Sequential(nn.Linear(4, 4), Scaler().requires_grad_(False))   # e.g. a fixed Fourier projection
+    t = apply_init_rate(frozen, 0.5, seed=0).set_index("name")
+    assert t.loc["1.weight", "fan_in_rule"] == "frozen" and torch.equal(frozen[1].weight, torch.ones(4, 4))
     try:
         register_module(Scaler, fan_in=lambda mod: mod.weight.shape[1])
         t = apply_init_rate(net, 1.0, seed=0).set_index("name")

@@ -21,8 +21,10 @@ draws its q, k and v slices with their groups' gammas; its ParamTable row then
 gives the whole tensor's expected std (gamma NaN where the slices differ).
 ``residual_scale`` divides the std of the residual projections (roles ``o``,
 ``mlp_out``: GPT-2's ``attn.c_proj`` and ``mlp.c_proj``) by sqrt(2 n_layers).
-A parameter of a module type with no known fan-in raises
-:class:`UnknownModuleError` naming it (see :func:`anchorlab.model.roles.register_module`).
+A trainable parameter of a module type with no known fan-in raises
+:class:`UnknownModuleError` naming it (see :func:`anchorlab.model.roles.register_module`);
+a frozen one (``requires_grad=False``, e.g. a fixed random Fourier projection) is left as
+it is (``fan_in_rule`` ``frozen``).
 Norm layers are set to weight 1, bias 0. Biases are zero (``bias="zero"``),
 drawn like their module's weight (``bias="gamma"``), or drawn from PyTorch's
 default ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` with the module's true fan-in
@@ -54,7 +56,7 @@ SUPPORTED = ("Linear, Conv1d/2d/3d, ConvTranspose1d/2d/3d, Embedding, EmbeddingB
 def check_known(infos: list[ParamInfo]) -> None:
     """Raise :class:`UnknownModuleError` (one line, naming the module) for a parameter without a known fan-in."""
     for info in infos:
-        if info.role == "other":
+        if info.role == "other" and getattr(info.module, info.kind).requires_grad:
             mname = info.name.rpartition(".")[0] or "(top level)"
             cls = type(info.module)
             raise UnknownModuleError(
@@ -199,6 +201,9 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
     rows, drawn = [], {}
     for info in infos:  # weights first, so biases can follow their module's std
         if info.role in ("norm", "bias"):
+            continue
+        if info.role == "other":   # a frozen parameter of an unknown module (check_known): left as it is
+            rows.append((info, "other", None, None, None, "frozen"))
             continue
         p = getattr(info.module, info.kind)
         fi = fan_in_of(info, fan_in, d_model, embed_fan_in)
