@@ -27,8 +27,9 @@ from .data import LMData, PackedRows, lm_data
 def next_token_loss(fwd: Forward, tokens: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
     """Cross entropy of predicting ``tokens[:, 1:]`` from ``tokens[:, :-1]``; tokens (B, T + 1) int64."""
     logits = fwd(tokens[:, :-1])                                        # (B, T, V)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), tokens[:, 1:].reshape(-1),
-                           reduction=reduction)
+    if logits.dtype not in (torch.float32, torch.float64):               # bf16 autocast: the loss in float32
+        logits = logits.float()
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1), reduction=reduction)
 
 
 @torch.no_grad()
