@@ -109,7 +109,7 @@ def test_modules_stay_small_or_say_why():
     assert not long, f"modules over {MAX_LINES} lines without a reason in their docstring: {long}"
 
 
-@pytest.mark.parametrize("name", ["anchor", "scan", "cogs", "pairs", "addition", "prontoqa"])
+@pytest.mark.parametrize("name", ["anchor", "scan", "cogs", "pairs", "addition", "prontoqa", "lm"])
 def test_every_registered_task_implements_the_protocol(name):
     from anchorlab.registry import TASKS, load
     from anchorlab.tasks.base import Task

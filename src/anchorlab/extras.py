@@ -7,6 +7,8 @@ tqdm and safetensors. Everything else belongs to an extra (pyproject.toml):
     parquet    pyarrow               Parquet export of a sweep's results
     ray        ray                   the Ray executor
     tracking   mlflow-skinny, tensorboard   train.tracking: mlflow | tensorboard
+    hf         transformers          model.arch: hf_gpt2 (Hugging Face GPT-2)
+    lm         tokenizers, zstandard task.name: lm (byte-level BPE, SlimPajama .jsonl.zst shards)
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ EXTRAS = {
     "ray": ("ray", "ray"),
     "mlflow": ("mlflow-skinny", "tracking"),
     "tensorboard": ("tensorboard", "tracking"),
+    "transformers": ("transformers", "hf"),
+    "tokenizers": ("tokenizers", "lm"),
+    "zstandard": ("zstandard", "lm"),
 }
 
 

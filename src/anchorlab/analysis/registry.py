@@ -32,9 +32,11 @@ import pandas as pd
 from ..config import ConfigError, options_from_strings
 from ..io import atomic_write
 from ..plots import complexity as cplots
+from ..plots.coord_check import coord_check_figure
 from ..plots import mechanism as mplots
 from ..plots import reasoning as rplots
 from . import complexity as cx
+from . import coord_check as cc
 from . import mechanism as mech
 from . import reasoning as rsn
 from .complexity import complexity_summary, sweep_stable_ranks
@@ -92,6 +94,8 @@ ANALYSES: dict[str, Analysis] = {a.name: a for a in (
              cx.StableRankOptions, cx.compute_stable_rank, cplots.stable_rank_figure),
     Analysis("addition-grid", "accuracy of every a + b as a 100x100 heatmap, held-out square outlined (journal Fig. 7C)",
              rsn.AdditionGridOptions, rsn.compute_addition_grid, rplots.addition_grid_figure, ("addition",)),
+    Analysis("coord-check", "init std and the first steps' activation scales vs width (mup-style coordinate check)",
+             cc.CoordCheckOptions, cc.compute_coord_check, coord_check_figure),
 )}
 
 

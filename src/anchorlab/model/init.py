@@ -5,13 +5,26 @@ weight in place and returns the ParamTable (a DataFrame: name, role, group,
 shape, fan_in, gamma, target_std, measured_std).
 
 fan-in conventions (``fan_in``):
-  ``"true"``    Linear: in_features; ConvNd: in_channels/groups * kernel size;
+  ``"true"``    the width of the input a weight multiplies (:func:`true_fan_in`):
+                Linear: in_features; transformers' Conv1D (GPT-2; weight
+                stored (in, out)): ``weight.shape[0]``; ConvNd and
+                ConvTransposeNd: in_channels/groups * kernel size;
+                MultiheadAttention: its projections' input width;
                 Embedding: ``embed_fan_in`` decides -- ``"num_embeddings"``
                 (the width of the one-hot input it multiplies, NeurIPS eq. 4;
                 the positional table included) or ``"d_model"`` (the embedding
                 width, ``weight.size(1)``: the authors' NeurIPS model).
   ``"d_model"`` the model width for every matrix (the journal's code); for a
                 module without a d_model, the last dimension of the weight.
+A packed weight (GPT-2's ``c_attn``, MultiheadAttention's ``in_proj_weight``)
+draws its q, k and v slices with their groups' gammas; its ParamTable row then
+gives the whole tensor's expected std (gamma NaN where the slices differ).
+``residual_scale`` divides the std of the residual projections (roles ``o``,
+``mlp_out``: GPT-2's ``attn.c_proj`` and ``mlp.c_proj``) by sqrt(2 n_layers).
+A trainable parameter of a module type with no known fan-in raises
+:class:`UnknownModuleError` naming it (see :func:`anchorlab.model.roles.register_module`);
+a frozen one (``requires_grad=False``, e.g. a fixed random Fourier projection) is left as
+it is (``fan_in_rule`` ``frozen``).
 Norm layers are set to weight 1, bias 0. Biases are zero (``bias="zero"``),
 drawn like their module's weight (``bias="gamma"``), or drawn from PyTorch's
 default ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` with the module's true fan-in
@@ -27,36 +40,98 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ..config import InitConfig
-from .roles import ROLE_GROUP, ParamInfo, param_infos
+from ..config import ConfigError, InitConfig
+from .roles import (CONV_T_TYPES, CONV_TYPES, CUSTOM, EMBED_TYPES, PACKED, ROLE_GROUP, ParamInfo, is_hf_conv1d,
+                    param_infos)
+
+
+class UnknownModuleError(ConfigError):
+    """A parameter of a module type whose fan-in anchorlab does not know (it refuses to guess)."""
+
+
+SUPPORTED = ("Linear, Conv1d/2d/3d, ConvTranspose1d/2d/3d, Embedding, EmbeddingBag, MultiheadAttention, norm layers, "
+             "transformers' Conv1D and GPT-2 modules, the anchorlab Transformer")
+
+
+def check_known(infos: list[ParamInfo]) -> None:
+    """Raise :class:`UnknownModuleError` (one line, naming the module) for a parameter without a known fan-in."""
+    for info in infos:
+        if info.role == "other" and getattr(info.module, info.kind).requires_grad:
+            mname = info.name.rpartition(".")[0] or "(top level)"
+            cls = type(info.module)
+            raise UnknownModuleError(
+                f"init: no known fan-in for parameter {info.name!r} of module {mname!r} "
+                f"({cls.__module__}.{cls.__qualname__}); supported: {SUPPORTED}; initialize it yourself or teach "
+                "it with anchorlab.model.roles.register_module")
 
 
 def fan_in_rule(info: ParamInfo, convention: str = "true", embed_convention: str = "num_embeddings") -> str:
     """Which rule gives this parameter's fan-in (the ParamTable's ``fan_in_rule`` column)."""
     if convention == "d_model":
         return "d_model"
-    if isinstance(info.module, nn.Embedding):
+    if isinstance(info.module, EMBED_TYPES) and type(info.module) not in CUSTOM:
         return "embedding_dim" if embed_convention == "d_model" else "num_embeddings"
     return "input_dim"
 
 
-def fan_in_of(info: ParamInfo, convention: str = "true", d_model: int | None = None,
-              embed_convention: str = "num_embeddings") -> int:
-    w = info.module.weight if hasattr(info.module, "weight") else None
-    mod = info.module
-    if convention == "d_model":
-        if d_model is not None:
-            return d_model
-        return int(w.shape[-1]) if w is not None else 1
-    if isinstance(mod, nn.Embedding):
+def true_fan_in(info: ParamInfo, embed_convention: str = "num_embeddings") -> int:
+    """Inputs summed into one output unit (the width of the input a weight multiplies).
+
+    Linear: in_features; transformers' Conv1D (weight stored (in, out)):
+    ``weight.shape[0]``; ConvNd: in_channels/groups * kernel size;
+    ConvTransposeNd: in_channels/groups * kernel size (the weights joining one
+    output channel to the input; a stride s spreads them, so each output
+    element sums about 1/s^d of them); MultiheadAttention's projections: their
+    input width; Embedding/EmbeddingBag: ``embed_convention``.
+    """
+    mod, w = info.module, getattr(info.module, info.kind)
+    if type(mod) in CUSTOM:
+        return int(CUSTOM[type(mod)][1](mod))
+    if isinstance(mod, EMBED_TYPES):
         return mod.embedding_dim if embed_convention == "d_model" else mod.num_embeddings
     if isinstance(mod, nn.Linear):
         return mod.in_features
-    if isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
+    if is_hf_conv1d(mod):
+        return int(w.shape[0])
+    if isinstance(mod, CONV_TYPES + CONV_T_TYPES):
         return mod.in_channels // mod.groups * math.prod(mod.kernel_size)
-    if w is not None and w.dim() >= 2:
-        return int(math.prod(w.shape[1:]))
-    return int(w.shape[-1]) if w is not None else 1
+    if isinstance(mod, nn.MultiheadAttention):
+        return int(w.shape[1])
+    raise UnknownModuleError(f"init: no known fan-in for parameter {info.name!r} ({type(mod).__qualname__})")
+
+
+def fan_in_of(info: ParamInfo, convention: str = "true", d_model: int | None = None,
+              embed_convention: str = "num_embeddings") -> int:
+    """The fan-in the init rate uses: the true fan-in, or ``d_model`` for every matrix (``convention='d_model'``)."""
+    if convention == "d_model":
+        if d_model is not None:
+            return d_model
+        return int(getattr(info.module, info.kind).shape[-1])
+    return true_fan_in(info, embed_convention)
+
+
+def packed_dim(info: ParamInfo) -> int:
+    """The axis along which a packed (q|k|v) weight or bias stacks its slices: outputs."""
+    p = getattr(info.module, info.kind)
+    if p.dim() == 1:
+        return 0
+    return 1 if is_hf_conv1d(info.module) else 0
+
+
+def model_dims(module: nn.Module) -> tuple[int | None, int | None]:
+    """(d_model, n_layers) of an anchorlab model (``.cfg``) or a Hugging Face one (``.config``); None if unknown."""
+    cfg = getattr(module, "cfg", None)
+    if cfg is None:
+        cfg = getattr(module, "config", None)
+
+    def first(*names: str) -> int | None:
+        for n in names:
+            v = getattr(cfg, n, None)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+        return None
+
+    return first("d_model", "n_embd", "hidden_size"), first("n_layers", "n_layer", "num_hidden_layers")
 
 
 def _fill(p: torch.Tensor, std: float, distribution: str, gen: torch.Generator) -> None:
@@ -67,6 +142,31 @@ def _fill(p: torch.Tensor, std: float, distribution: str, gen: torch.Generator) 
             a = math.sqrt(3.0) * std
             vals = (torch.rand(p.shape, generator=gen, dtype=torch.float64) * 2 - 1) * a
         p.copy_(vals.to(p.dtype))
+
+
+def _fill_packed(p: torch.Tensor, stds: list[float], dim: int, distribution: str, gen: torch.Generator) -> None:
+    """Draw ``p`` as equal slices along ``dim`` (q | k | v), slice i with std ``stds[i]``, in one draw."""
+    with torch.no_grad():
+        if distribution == "normal":
+            vals = torch.randn(p.shape, generator=gen, dtype=torch.float64)
+        else:
+            vals = (torch.rand(p.shape, generator=gen, dtype=torch.float64) * 2 - 1) * math.sqrt(3.0)
+        for part, s in zip(vals.chunk(len(stds), dim=dim), stds):
+            part.mul_(s)
+        p.copy_(vals.to(p.dtype))
+
+
+def _rms(stds: list[float]) -> float:
+    """The std of a tensor whose equal slices have stds ``stds`` (0 for none)."""
+    return math.sqrt(sum(s * s for s in stds) / len(stds)) if stds else 0.0
+
+
+def _bias_stds(info: ParamInfo, drawn: dict) -> list[float]:
+    """The stds a bias follows: its module's weight (slice by slice if packed); MultiheadAttention's by name."""
+    if isinstance(info.module, nn.MultiheadAttention):
+        parts = {"in_proj_bias": ("q", "k", "v"), "bias_k": ("k",), "bias_v": ("v",)}[info.kind]
+        return [drawn["slices"][r] for r in parts if r in drawn.get("slices", {})]
+    return list(drawn.get("stds", []))
 
 
 def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
@@ -92,34 +192,47 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
     role_gammas = role_gammas or {}
     if generator is None:
         generator = torch.Generator().manual_seed(0 if seed is None else seed)
-    cfg = getattr(module, "cfg", None)
-    if d_model is None:
-        d_model = getattr(cfg, "d_model", None)
-    if n_layers is None:
-        n_layers = getattr(cfg, "n_layers", 1)
+    dm, nl = model_dims(module)
+    d_model = dm if d_model is None else d_model
+    n_layers = (nl or 1) if n_layers is None else n_layers
 
-    rows, weight_std = [], {}
     infos = param_infos(module)
+    check_known(infos)
+    rows, drawn = [], {}
     for info in infos:  # weights first, so biases can follow their module's std
-        if info.role in ("norm", "bias") or info.kind != "weight":
+        if info.role in ("norm", "bias"):
             continue
-        group = ROLE_GROUP.get(info.role) or "other"
-        g = float(role_gammas.get(group, gamma))
+        if info.role == "other":   # a frozen parameter of an unknown module (check_known): left as it is
+            rows.append((info, "other", None, None, None, "frozen"))
+            continue
+        p = getattr(info.module, info.kind)
         fi = fan_in_of(info, fan_in, d_model, embed_fan_in)
-        std = scale * fi ** (-g)
+        parts = PACKED.get(info.role, (info.role,))
+        gs = [float(role_gammas.get(ROLE_GROUP[r] or "other", gamma)) for r in parts]
+        stds = [scale * fi ** (-g) for g in gs]
         if residual_scale and info.role in ("o", "mlp_out"):
-            std /= math.sqrt(2 * n_layers)
-        weight_std[id(info.module)] = (std, g, fi, fan_in_of(info, "true"))
-        _fill(getattr(info.module, info.kind), std, distribution, generator)
-        rows.append((info, group, fi, g, std, fan_in_rule(info, fan_in, embed_fan_in)))
+            stds = [s / math.sqrt(2 * n_layers) for s in stds]
+        if len(set(stds)) == 1:
+            _fill(p, stds[0], distribution, generator)
+            std, g = stds[0], gs[0]
+        else:  # a packed q|k|v weight whose groups have different gammas: one std per slice
+            _fill_packed(p, stds, packed_dim(info), distribution, generator)
+            std, g = _rms(stds), None
+        d = drawn.setdefault(id(info.module), {"slices": {}})
+        d.update(stds=stds, g=g, fi=fi, true_fi=true_fan_in(info))
+        d["slices"].update(zip(parts, stds))
+        rows.append((info, ROLE_GROUP.get(info.role) or "other", fi, g, std,
+                     fan_in_rule(info, fan_in, embed_fan_in)))
     for info in infos:
         p = getattr(info.module, info.kind)
         if info.role == "norm":
             with torch.no_grad():
                 p.fill_(1.0 if info.kind == "weight" else 0.0)
             rows.append((info, "norm", None, None, None, "none"))
-        elif info.role == "bias" or info.kind != "weight":
-            std, g, fi, true_fi = weight_std.get(id(info.module), (0.0, None, None, None))
+        elif info.role == "bias":
+            d = drawn.get(id(info.module), {})
+            stds = _bias_stds(info, d)
+            std, g, fi, true_fi = _rms(stds), d.get("g"), d.get("fi"), d.get("true_fi")
             if bias == "pytorch" and true_fi:
                 b_std = 1.0 / math.sqrt(true_fi) / math.sqrt(3.0)   # U(-a, a) with a = 1/sqrt(fan_in)
                 _fill(p, b_std, "uniform", generator)
@@ -129,7 +242,10 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
                     p.zero_()
                 rows.append((info, "bias", fi, g, 0.0, "zero"))
             else:
-                _fill(p, std, distribution, generator)
+                if len(set(stds)) == 1:
+                    _fill(p, stds[0], distribution, generator)
+                else:
+                    _fill_packed(p, stds, packed_dim(info), distribution, generator)
                 rows.append((info, "bias", fi, g, std, "as_weight"))
     order = {i.name: k for k, i in enumerate(infos)}
     rows.sort(key=lambda r: order[r[0].name])

@@ -276,6 +276,8 @@ class RunState:
         if seed not in cache:
             cache[seed] = (task.train_data(seed), task.eval_data(seed))
         train_data, eval_data = cache[seed]
+        if hasattr(task, "write_run_files"):  # optional: files a task keeps with each run (e.g. its tokenizer)
+            task.write_run_files(run_dir, seed)
         if tracker is not None:
             tracker.start(cfg, step)
         return cls(cfg, task, run_dir, model, opt, train_data, step, wall, history, callbacks, eval_data, device, t0,

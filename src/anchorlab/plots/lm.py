@@ -1,0 +1,42 @@
+"""Journal Fig. 7D: validation perplexity vs training tokens, per init rate and data composition (draw only)."""
+
+from __future__ import annotations
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from ..config import ConfigError
+
+
+def plot_perplexity_curves(curves: pd.DataFrame, finals: pd.DataFrame | None = None) -> Figure:
+    """One panel per composition: validation perplexity (log) vs tokens seen, one colour per gamma.
+
+    ``curves`` needs ``composition``, ``gamma``, ``seed``, ``tokens`` and
+    ``val_ppl`` (one row per evaluation of a run); each seed is a thin line and
+    the seed mean a thick one. ``finals`` (composition, gamma, final_val_ppl,
+    ...) adds the final perplexities to the legend.
+    """
+    need = {"composition", "gamma", "seed", "tokens", "val_ppl"}
+    if missing := sorted(need - set(curves.columns)):
+        raise ConfigError(f"curves: missing columns {', '.join(missing)}")
+    comps = list(dict.fromkeys(curves.composition))
+    gammas = sorted(curves.gamma.unique())
+    fig = Figure(figsize=(4.8 * len(comps), 3.8), layout="constrained")
+    axes = fig.subplots(1, len(comps), squeeze=False)[0]
+    for ax, comp in zip(axes, comps):
+        sub = curves[(curves.composition == comp) & (curves.tokens > 0)]
+        for i, g in enumerate(gammas):
+            c = f"C{i % 10}"
+            runs = sub[sub.gamma == g]
+            for _, r in runs.groupby("seed"):
+                ax.plot(r.tokens, r.val_ppl, color=c, lw=0.6, alpha=0.45)
+            mean = runs.groupby("tokens", as_index=False).val_ppl.mean()
+            label = f"gamma={g:g}"
+            if finals is not None:
+                f = finals[(finals.composition == comp) & (finals.gamma == g)]
+                if len(f):
+                    label += f" (final {f.final_val_ppl.mean():.3g}, {f.seed.nunique()} seed{'s' * (f.seed.nunique() > 1)})"
+            ax.plot(mean.tokens, mean.val_ppl, color=c, lw=2, label=label)
+        ax.set(yscale="log", xlabel="training tokens seen", ylabel="validation perplexity", title=comp)
+        ax.legend(fontsize=7)
+    return fig

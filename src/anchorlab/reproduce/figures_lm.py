@@ -1,0 +1,100 @@
+"""Language modelling: journal Fig. 7D (validation perplexity vs init rate on two data compositions)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from .registry import Claim, Figure, Made, finals, register
+
+NAMES = {"python_stdlib": "code", "python_stdlib+python_docs": "code+prose",
+         "RedPajamaGithub": "GitHub", "RedPajamaGithub+RedPajamaWikipedia": "GitHub+Wikipedia"}
+
+
+def _composition(task: dict) -> str:
+    from ..tasks.lm.config import LMTaskConfig
+    from ..config.base import from_dict
+
+    c = from_dict(LMTaskConfig, {k: v for k, v in task.items()})
+    return NAMES.get(c.composition, c.composition)
+
+
+def lm_tables(runs: list[dict]) -> dict[str, pd.DataFrame]:
+    """``finals``: one row per run (composition, gamma, seed, final/best val perplexity, tokens seen, steps,
+    status, wall seconds); ``curves``: one row per evaluation (tokens seen = step x batch x seq_len)."""
+    rows, curves = [], []
+    for f in runs:
+        c = f["config"]
+        if c["task"].get("name") != "lm":
+            continue
+        comp = _composition(c["task"])
+        per_step = c["train"]["batch_size"] * c["task"]["seq_len"]
+        seed = c["train"]["init_seed"] * 1000 + c["train"]["data_seed"]
+        hist = f.get("history") or []
+        last = hist[-1] if hist else {}
+        rows.append({"composition": comp, "gamma": c["init"]["gamma"], "seed": seed, "run_id": f["run_id"],
+                     "final_val_ppl": last.get("val_ppl", math.nan), "best_val_ppl": f.get("best", {}).get("val_ppl"),
+                     "final_val_loss": last.get("val_loss", math.nan), "tokens_seen": f.get("steps", 0) * per_step,
+                     "steps": f.get("steps"), "status": f["status"], "wall_seconds": f.get("wall_seconds")})
+        curves += [{"composition": comp, "gamma": c["init"]["gamma"], "seed": seed, "step": h["step"],
+                    "tokens": h["step"] * per_step, "val_ppl": h.get("val_ppl"), "train_loss": h.get("train_loss")}
+                   for h in hist]
+    finals_df = pd.DataFrame(rows)
+    if len(finals_df):
+        finals_df = finals_df.sort_values(["composition", "gamma", "seed"], ignore_index=True)
+    return {"finals": finals_df, "curves": pd.DataFrame(curves)}
+
+
+def summary(finals_df: pd.DataFrame) -> pd.DataFrame:
+    """Composition x gamma: seed-mean (and min/max) of the final validation perplexity, tokens seen, seeds."""
+    g = finals_df.groupby(["composition", "gamma"])
+    return g.agg(final_val_ppl=("final_val_ppl", "mean"), ppl_min=("final_val_ppl", "min"),
+                 ppl_max=("final_val_ppl", "max"), tokens_seen=("tokens_seen", "mean"),
+                 seeds=("seed", "nunique")).reset_index()
+
+
+def make_fig7d(sweep_dir: Path, out: Path, scale: str) -> Made:
+    from ..plots.lm import plot_perplexity_curves
+    from ..plots.phase import save
+
+    t = lm_tables(finals(sweep_dir))
+    t["summary"] = summary(t["finals"]) if len(t["finals"]) else pd.DataFrame()
+    files = {"fig7d.png": save(plot_perplexity_curves(t["curves"], t["finals"]), out / "fig7d")[0]}
+    return t, files
+
+
+def smaller_init_lower_ppl(t: dict[str, pd.DataFrame]) -> float:
+    """Fraction of compositions where the seed-mean final perplexity falls with every step up in gamma."""
+    s = t["summary"]
+    if s.empty:
+        return math.nan
+    ok = [bool((g.sort_values("gamma").final_val_ppl.diff().dropna() < 0).all()) for _, g in s.groupby("composition")]
+    return sum(ok) / len(ok)
+
+
+def ppl_ratio(t: dict[str, pd.DataFrame]) -> float:
+    """Mean over compositions of final perplexity at the smallest gamma / at the largest gamma (> 1: small init wins)."""
+    s = t["summary"]
+    if s.empty:
+        return math.nan
+    r = [g.sort_values("gamma").final_val_ppl.iloc[0] / g.sort_values("gamma").final_val_ppl.iloc[-1]
+         for _, g in s.groupby("composition")]
+    return sum(r) / len(r)
+
+
+register(Figure(
+    id="journal-fig7d", paper="journal", number="Fig. 7D",
+    shows="language modelling: validation perplexity vs training tokens per init rate, two data compositions",
+    sweeps={"cpu": "lm_cpu", "paper": "lm_paper"}, make=make_fig7d,
+    claims=(
+        Claim("smaller init (larger gamma) gives lower perplexity on both compositions (fraction of compositions "
+              "where final perplexity falls with every step up in gamma)", "1.0 (both)", smaller_init_lower_ppl),
+        Claim("final perplexity, largest init / smallest init (mean over compositions)", "> 1", ppl_ratio),
+    ),
+    notes=("CPU scale: a 2-layer width-128 Hugging Face GPT-2 on offline real text (the CPython standard library; "
+           "+ Python's documentation), one pass over the data; the paper: GPT-2 Medium on SlimPajama GitHub and "
+           "GitHub+Wikipedia for 40B tokens (paper scale needs task.data_dir with the shards and "
+           "task.tokenizer_dir with GPT-2's tokenizer files). Needs the hf and lm extras."),
+    extra="hf,lm"))
