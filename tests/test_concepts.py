@@ -210,3 +210,28 @@ def test_the_task_implements_the_protocol():
     assert cls.name == "concepts" and not cls.stackable
     assert isinstance(cls(ConceptsTaskConfig()), Task)
     assert load(MODELS["concept_unet"].config)().arch == "concept_unet"
+
+
+def test_reproduce_fig6_end_to_end_on_tiny_runs(tmp_path, fast_classifier):
+    pytest.importorskip("diffusers")
+    import pandas as pd
+
+    from anchorlab.cli import main
+
+    out = tmp_path / "fig6"
+    args = ["reproduce", "journal-fig6", "--scale", "cpu", "--out", str(out), "--executor", "inprocess",
+            "--no-progress"]
+    for s in TINY + [f"task.classifier_dir={tmp_path / 'clf'}"]:
+        args += ["--set", s]
+    assert main(args) == 0
+    for f in ("fig6b.png", "fig6b_shape.png", "runs.csv", "summary.csv", "per_node.csv", "paper_vs_ours.csv"):
+        assert (out / f).exists(), f
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary.setting) == ["default", "gamma=0.5", "gamma=0.75", "gamma=1", "gamma=1.5"]
+    assert (summary.seeds == 2).all()
+    per_node = pd.read_csv(out / "per_node.csv")
+    assert len(per_node) == 5 * 8 and per_node.shape_acc.between(0, 1).all()
+    claims = pd.read_csv(out / "paper_vs_ours.csv")
+    assert len(claims) == 5
+    assert pd.to_numeric(claims.ours, errors="coerce").dropna().between(0, 1).all()
+    assert len(list((out / "samples").glob("*.npz"))) == 5

@@ -29,7 +29,8 @@ TASKS: dict[str, Entry] = {
     "scan": Entry("anchorlab.tasks.seq2seq.scan:ScanTaskConfig", "anchorlab.tasks.seq2seq.scan:ScanTask"),
     "pairs": Entry("anchorlab.tasks.seq2seq.task:PairsTaskConfig", "anchorlab.tasks.seq2seq.task:PairsTask"),
     "cogs": Entry("anchorlab.tasks.seq2seq.cogs:CogsTaskConfig", "anchorlab.tasks.seq2seq.cogs:CogsTask"),
-    "concepts": Entry("anchorlab.tasks.concepts.config:ConceptsTaskConfig", "anchorlab.tasks.concepts.task:ConceptsTask"),
+    "concepts": Entry("anchorlab.tasks.concepts.config:ConceptsTaskConfig",
+                      "anchorlab.tasks.concepts.task:ConceptsTask"),
 }
 
 MODELS: dict[str, Entry] = {
