@@ -33,12 +33,15 @@ TASKS: dict[str, Entry] = {
                       "anchorlab.tasks.seq2seq.addition:AdditionTask"),
     "prontoqa": Entry("anchorlab.tasks.prontoqa.task:ProntoQATaskConfig", "anchorlab.tasks.prontoqa.task:ProntoQATask"),
     "lm": Entry("anchorlab.tasks.lm.config:LMTaskConfig", "anchorlab.tasks.lm.task:LMTask"),
+    "concepts": Entry("anchorlab.tasks.concepts.config:ConceptsTaskConfig",
+                      "anchorlab.tasks.concepts.task:ConceptsTask"),
 }
 
 MODELS: dict[str, Entry] = {
     "neurips": Entry("anchorlab.config.experiment:ModelConfig", "anchorlab.model.transformer:build_model"),
     "gpt2": Entry("anchorlab.config.experiment:ModelConfig", "anchorlab.model.transformer:build_model"),
     "hf_gpt2": Entry("anchorlab.model.hf_gpt2_config:HFGPT2Config", "anchorlab.model.hf_gpt2:build_hf_gpt2"),
+    "concept_unet": Entry("anchorlab.model.unet_config:ConceptUNetConfig", "anchorlab.model.unet:build_unet"),
 }
 
 

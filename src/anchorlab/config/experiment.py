@@ -115,6 +115,10 @@ class InitConfig:
     ``bias``: ``'zero'``, ``'gamma'`` (drawn like their weight) or ``'pytorch'``
     (PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn from the init
     seed; the authors' journal model keeps it).
+    ``scheme``: ``'rate'`` applies the init rate; ``'framework_default'`` keeps
+    the init the model's own constructors draw (PyTorch's / diffusers'
+    defaults), seeded with the init seed: the reference point of a sweep
+    (journal Fig. 6B's "default"); the other fields are then not used.
     """
 
     gamma: float = 0.5
@@ -125,9 +129,11 @@ class InitConfig:
     distribution: str = "normal"
     bias: str = "zero"
     residual_scale: bool = False
+    scheme: str = "rate"
 
     def __post_init__(self) -> None:
         p = "init"
+        check_choice(f"{p}.scheme", self.scheme, ("rate", "framework_default"))
         check_range(f"{p}.gamma", self.gamma, 0.0, 4.0)
         check_range(f"{p}.scale", self.scale, 0.0, lo_open=True)
         for k, v in self.role_gammas.items():
@@ -304,7 +310,8 @@ def experiment_from_dict(data: dict[str, Any] | None, overrides: list[str] | tup
         if missing:
             dims = task.dims()
             for k in missing:
-                model[k] = dims[k]
+                if k in dims:   # an image model's task derives none
+                    model[k] = dims[k]
     return from_dict(ExperimentConfig, d)
 
 

@@ -9,6 +9,7 @@ and estimated compute. Figure modules: ``figures_*.py``.
 from . import figures_mechanism, figures_phase, figures_prediction, figures_realtasks  # noqa: F401  (register)
 from . import figures_reasoning  # noqa: F401  (register)
 from . import figures_lm  # noqa: F401  (register)
+from . import figures_diffusion  # noqa: F401,E402  (register)
 from .registry import FIGURES, Claim, Figure, register
 from .runner import describe_figures, figure_spec, reproduce
 

@@ -104,12 +104,25 @@ def build_model(cfg: ExperimentConfig) -> torch.nn.Module:
 
 
 def init_model(cfg: ExperimentConfig) -> tuple[torch.nn.Module, pd.DataFrame]:
-    """Build the model and apply the init rate with the init seed (CPU, float32/64); return it and its ParamTable."""
+    """Build the model and apply the init rate with the init seed (CPU, float32/64); return it and its ParamTable.
+
+    ``init.scheme: framework_default`` keeps the constructors' own init, drawn
+    under ``torch.manual_seed(init_seed)`` (the global RNG is restored after).
+    """
     from ..model.init import apply_init_rate
 
-    model = build_model(cfg)
-    gen = torch.Generator().manual_seed(cfg.train.init_seed)
-    table = apply_init_rate(model, cfg.init, generator=gen)
+    if cfg.init.scheme == "framework_default":
+        from ..model.default_init import framework_default_table
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.train.init_seed)
+            model = build_model(cfg)
+        table = framework_default_table(model)
+    else:
+        model = build_model(cfg)
+        gen = torch.Generator().manual_seed(cfg.train.init_seed)
+        table = apply_init_rate(model, cfg.init, generator=gen)
+    table["init_scheme"] = cfg.init.scheme
     if cfg.train.dtype == "float64":
         model = model.double()
     return model, table
