@@ -35,6 +35,7 @@ class Family:
 
     base: str | dict[str, Any]
     rows: list[Row] = field(default_factory=list)
+    shared_model_rows: bool = True   # False for families whose model section is another class (hf_gpt2, concept_unet)
 
 
 NONFINITE = ("must be a finite number")
@@ -191,6 +192,42 @@ FAMILIES: dict[str, Family] = {
         (("task.files={train: /nonexistent/train.tsv}", "model.vocab_size=auto", "model.max_len=auto"),
          "task.files", "no such file '/nonexistent/train.tsv'"),
     ))),
+    "addition": Family("addition/cpu", seq2seq_rows(rows(
+        ("task.square_min=-1", "task.square_min", "must be >= 0"),
+        ("task.square_max=200", "task.square_max", "must be <= 99"),
+        ("task.digit_order=middle", "task.digit_order", "must be one of 'normal', 'reversed'"),
+        ("task.id_fraction=1.5", "task.id_fraction", "must be < 1.0"),
+        ("task.split_seed=-1", "task.split_seed", "must be >= 0"),
+    ))),
+    "prontoqa": Family("prontoqa/cpu", seq2seq_rows(rows(
+        ("task.n_train=0", "task.n_train", "must be >= 2"),
+        ("task.min_hops=0", "task.min_hops", "must be >= 1"),
+        ("task.max_hops=99", "task.max_hops", "must be <= 5"),
+        ("task.test_every=0", "task.test_every", "must be >= 2"),
+        ("task.proof=maybe", "task.proof", "expected true or false"),
+        ("task.distractors=-1", "task.distractors", "must be >= 0"),
+    ))),
+    "lm": Family("lm/cpu", rows(
+        ("task.corpus=web", "task.corpus", "must be one of 'local', 'slimpajama'"),
+        ("task.mix={}", "task.mix", "needs at least one source"),
+        ("task.mix_by=tokens", "task.mix_by", "must be one of 'bytes', 'natural'"),
+        ("task.seq_len=0", "task.seq_len", "must be >= 2"),
+        ("task.tokenizer=char", "task.tokenizer", "must be one of 'bpe', 'files'"),
+        ("task.vocab_size=10", "task.vocab_size", "must be >= 257"),
+        ("task.val_fraction=2", "task.val_fraction", "must be <= 0.5"),
+        ("model.n_layers=0", "model.n_layers", "must be >= 1"),
+        ("model.d_head=8", "model.d_head", "unknown key"),
+    ), shared_model_rows=False),
+    "concepts": Family("concepts/cpu", rows(
+        ("task.resolution=7", "task.resolution", "must be >= 8"),
+        ("task.train_nodes=[009]", "task.train_nodes[0]", "must be one of '000', '001'"),
+        ("task.condition=text", "task.condition", "must be one of 'attributes', 'onehot'"),
+        ("task.timesteps=0", "task.timesteps", "must be >= 2"),
+        ("task.beta_end=2", "task.beta_end", "must be < 1.0"),
+        ("task.sampler=euler", "task.sampler", "must be one of 'ddpm', 'ddim'"),
+        ("task.per_node=0", "task.per_node", "must be >= 1"),
+        ("model.d_head=8", "model.d_head", "unknown key"),
+    ), shared_model_rows=False),
 }
 
 # whole YAML files: (text, field, hint); the field may be the file path, written as {path}

@@ -18,7 +18,8 @@ from anchorlab.cli import main  # noqa: E402
 from anchorlab.config import ConfigError, experiment_from_dict, load_config, load_yaml  # noqa: E402
 from anchorlab.sweep.grid import expand, load_sweep  # noqa: E402
 
-CASES = [(fam, r) for fam, f in FAMILIES.items() for r in SHARED + f.rows]
+CASES = [(fam, r) for fam, f in FAMILIES.items() for r in SHARED + f.rows
+         if f.shared_model_rows or r in f.rows or not r[1].startswith("model.")]
 IDS = [f"{fam}:{' '.join(r[0])}" for fam, r in CASES]
 
 
