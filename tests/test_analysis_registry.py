@@ -24,8 +24,10 @@ SMALL = {"flow": [], "flow-scores": ["n_inputs=64"],
          "mask-anchor2": ["g_values=[40,41,42]", "n_draws=1", "n_accuracy=8"],
          "tsne-ao1": ["n_inputs=80", "max_points=40", "method=pca"],
          "cos-ao2": ["keys=[30,31,32,33,34,35,36]", "n_draws=1"], "cos-v2": ["keys=[30,31,32,33]", "n_draws=1"],
-         "condensation": ["threshold=0.8"], "embedding": [], "cov-spectrum": ["top_k=4"], "stable-rank": []}
+         "condensation": ["threshold=0.8"], "embedding": [], "cov-spectrum": ["top_k=4"], "stable-rank": [],
+         "addition-grid": [], "coord-check": ["widths=[16,32]", "steps=1", "batch_size=4"]}
 COMPLEXITY = ["condensation", "embedding", "cov-spectrum", "stable-rank"]
+ANY_TASK = COMPLEXITY + ["coord-check"]  # addition-grid is tested on addition runs (tests/test_reasoning_figures.py)
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +60,8 @@ def test_every_analysis_computes_tables_and_draws_a_figure(anchor_run):
     run = load_run(anchor_run)
     for name, analysis in ANALYSES.items():
         assert analysis.name == name and analysis.summary and "\n" not in analysis.summary
+        if not analysis.applies_to("anchor"):
+            continue
         opts = options_from_strings(analysis.options, SMALL[name])
         tables = analysis.compute(run, opts)
         assert tables and all(isinstance(t, pd.DataFrame) and len(t) > 0 for t in tables.values()), name
@@ -80,7 +84,7 @@ def test_run_analysis_writes_one_csv_per_table_and_a_png(anchor_run, tmp_path):
 
 
 def test_complexity_analyses_run_on_a_seq2seq_run(pairs_run, tmp_path):
-    assert analyses_for("pairs") == COMPLEXITY and analyses_for("scan") == COMPLEXITY
+    assert analyses_for("pairs") == ANY_TASK and analyses_for("scan") == ANY_TASK
     vocab = load_run(pairs_run).cfg.model.vocab_size
     assert vocab < 20
     for name in COMPLEXITY:
@@ -124,7 +128,7 @@ def test_mechanism_analysis_on_a_seq2seq_run_is_a_one_line_error(pairs_run, tmp_
         run_analysis(pairs_run, "flow-scores", tmp_path / "out")
     msg = str(e.value)
     assert "\n" not in msg and "'flow-scores'" in msg and "'pairs'" in msg and "anchor" in msg
-    assert msg.endswith("analyses for 'pairs': condensation, embedding, cov-spectrum, stable-rank")
+    assert msg.endswith("analyses for 'pairs': condensation, embedding, cov-spectrum, stable-rank, coord-check")
     assert not (tmp_path / "out").exists()
 
 
@@ -148,7 +152,7 @@ def test_options_parse_from_strings_and_bad_options_name_the_field(anchor_run, t
             options_from_strings(get_analysis(name).options, opts)
         with pytest.raises(ConfigError, match=match):  # the same error through the registry
             run_analysis(anchor_run, name, tmp_path, opts)
-    with pytest.raises(ConfigError, match=r"^analysis: must be one of flow, flow-scores, .*stable-rank, got 'nope'"):
+    with pytest.raises(ConfigError, match=r"^analysis: must be one of flow, flow-scores, .*stable-rank, addition-grid, coord-check, got 'nope'"):
         get_analysis("nope")
     with pytest.raises(ConfigError, match="^override 'keys': expected KEY=VALUE"):
         options_from_strings(CosAo2Options, ["keys"])

@@ -27,7 +27,7 @@ def coord_check_figure(tables: dict[str, pd.DataFrame], opts: Any = None, label:
         c = f"C{i % 10}"
         ax.plot(g.width, g.target_std, "-", color=c, lw=1)
         ax.plot(g.width, g.measured_std, "o", color=c, ms=4, label=role)
-    ax.set(xscale="log", yscale="log", title="init std (line: target)", xlabel="width")
+    ax.set(xscale="log", yscale="log", title=f"{label + ': ' if label else ''}init std (line: target)", xlabel="width")
     ax.set_xscale("log", base=2)
     ax.legend(fontsize=6, ncol=2)
     steps = sorted(acts.step.unique())
