@@ -78,3 +78,10 @@ def test_robustness_command_end_to_end(tmp_path, capsys):
     judged = pd.read_csv(tmp_path / "r" / "judged.csv")
     assert len(judged) == 4 and judged.op_set.nunique() == 2
     assert (tmp_path / "r" / "results.sqlite").exists() and (tmp_path / "r" / "rates.csv").exists()
+
+
+def test_the_default_settings_are_the_demos():
+    from anchorlab.demo import DEMO_GAMMAS
+    from anchorlab.robustness import DEFAULT_SETTINGS
+
+    assert {s.name: s.overrides for s in DEFAULT_SETTINGS} == {k: {"init.gamma": g} for k, g in DEMO_GAMMAS.items()}

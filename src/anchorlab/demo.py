@@ -27,7 +27,9 @@ log = logging.getLogger(__name__)
 
 DEMO_PRESET = "demo/small"
 # The two init rates of the demo (std = fan_in ** -gamma); see docs/demo.md.
-DEMO_GAMMAS = {"large_init": 0.3, "small_init": 0.6}
+# small init 0.45: the most robust of the gammas measured at this budget with the authors' conventions
+# (0.6 memorized in every case tried); the measured rate is in docs/demo.md.
+DEMO_GAMMAS = {"large_init": 0.3, "small_init": 0.45}
 
 
 def demo_spec(overrides: list[str] | tuple[str, ...] = (), seeds: int = 1) -> dict[str, Any]:

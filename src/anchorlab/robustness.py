@@ -101,7 +101,8 @@ class Setting:
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
-DEFAULT_SETTINGS = (Setting("large_init", {"init.gamma": 0.3}), Setting("small_init", {"init.gamma": 0.6}))
+# the demo's two settings (demo.DEMO_GAMMAS)
+DEFAULT_SETTINGS = (Setting("large_init", {"init.gamma": 0.3}), Setting("small_init", {"init.gamma": 0.45}))
 
 
 def study_spec(base: str | Mapping[str, Any], op_sets: Sequence[OpSet], seeds: Sequence[int],
