@@ -115,3 +115,10 @@ def test_complexity_trajectory_is_logged_next_to_accuracy(tmp_path, tiny_overrid
         assert "embedding/ordinal_spearman" in h and "id_acc" in h
     # weights move, so the logged stable rank changes over training
     assert hist[0]["stable_rank/blocks.0.attn.W_Q.weight"] != hist[-1]["stable_rank/blocks.0.attn.W_Q.weight"]
+
+
+def test_best_values_are_minima_for_losses_and_perplexities():
+    from anchorlab.metric_order import lower_is_better
+
+    assert all(lower_is_better(m) for m in ("train_loss", "val_loss", "val_ppl", "denoise_loss_010", "ood_other_frac"))
+    assert not any(lower_is_better(m) for m in ("id_acc", "acc/43/test", "shape_acc_010_011", "val_pplx_rank"))

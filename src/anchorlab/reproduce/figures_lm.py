@@ -35,7 +35,8 @@ def lm_tables(runs: list[dict]) -> dict[str, pd.DataFrame]:
         hist = f.get("history") or []
         last = hist[-1] if hist else {}
         rows.append({"composition": comp, "gamma": c["init"]["gamma"], "seed": seed, "run_id": f["run_id"],
-                     "final_val_ppl": last.get("val_ppl", math.nan), "best_val_ppl": f.get("best", {}).get("val_ppl"),
+                     "final_val_ppl": last.get("val_ppl", math.nan), "best_val_ppl": min((h["val_ppl"] for h in hist[1:] if h.get("val_ppl") is not None),
+                                                         default=math.nan),
                      "final_val_loss": last.get("val_loss", math.nan), "tokens_seen": f.get("steps", 0) * per_step,
                      "steps": f.get("steps"), "status": f["status"], "wall_seconds": f.get("wall_seconds")})
         curves += [{"composition": comp, "gamma": c["init"]["gamma"], "seed": seed, "step": h["step"],

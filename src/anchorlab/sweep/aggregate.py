@@ -28,15 +28,11 @@ import pandas as pd
 
 from ..config import ConfigError
 from ..eval.phases import PhaseThresholds, classify_phases
+from ..metric_order import lower_is_better
 
 AXIS_PREFIXES = ("task.", "model.", "init.", "optim.", "train.")
 DONE_OK = ("finished", "stopped_early")
 FAILED = ("failed", "diverged")
-
-
-def lower_is_better(metric: str) -> bool:
-    """Losses and the "prediction matches no hypothesis" fraction are minimised."""
-    return metric.endswith("loss") or metric == "ood_other_frac"
 
 
 def _as_tuple(path: str, v: Any) -> tuple[str, ...]:

@@ -42,6 +42,7 @@ from ..io import atomic_write, read_json, write_json, write_text
 from ..progress import Progress  # noqa: F401 - re-exported for the trainers
 from ..registry import MODELS, load
 from ..tasks.base import Task
+from ..metric_order import lower_is_better
 from .checkpoint import load_checkpoint, remove_stale_temps, save_checkpoint, save_weights, versions
 from .optim import lr_at, make_optimizer
 
@@ -199,7 +200,7 @@ def finalize(cfg: ExperimentConfig, run_dir: Path, history: list[dict[str, Any]]
     for k in metrics:
         vals = [h[k] for h in history[1:] if isinstance(h.get(k), (int, float)) and math.isfinite(h[k])]
         if vals:
-            best[k] = min(vals) if k.endswith("loss") or k == "ood_other_frac" else max(vals)
+            best[k] = min(vals) if lower_is_better(k) else max(vals)
     final = {"run_id": cfg.run_id(), "name": cfg.name, "status": status, "steps": step,
              "final": {k: last[k] for k in metrics}, "best": best, "history": history,
              "wall_seconds": wall, "versions": versions(), "config": cfg.to_dict()}
