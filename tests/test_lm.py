@@ -294,7 +294,7 @@ def _final(comp_mix, gamma, seed, ppls, steps=100):
     cfg = {"task": {"name": "lm", "mix": comp_mix, "seq_len": 16},
            "init": {"gamma": gamma}, "train": {"batch_size": 4, "init_seed": seed, "data_seed": seed}}
     return {"run_id": f"{gamma}-{seed}-{len(comp_mix)}", "status": "finished", "steps": steps, "history": hist,
-            "best": {"val_ppl": min(ppls)}, "wall_seconds": 1.0, "config": cfg}
+            "best": {"val_ppl": max(ppls)}, "wall_seconds": 1.0, "config": cfg}  # an old final.json's maximum
 
 
 def test_fig7d_tables_claims_and_figure():
@@ -311,6 +311,8 @@ def test_fig7d_tables_claims_and_figure():
     assert set(s.composition) == {"code", "code+prose"} and len(s) == 6
     row = s[(s.composition == "code") & (s.gamma == 0.8)].iloc[0]
     assert row.final_val_ppl == 22 and row.seeds == 2 and row.tokens_seen == 100 * 4 * 16
+    f = t["finals"]
+    assert f.best_val_ppl.tolist() == f.final_val_ppl.tolist()   # the lowest after step 0, read from the history
     assert smaller_init_lower_ppl(t) == 0.5          # code falls with every gamma step; code+prose does not
     assert math.isclose(ppl_ratio(t), (40 / 22 + 50 / 45) / 2)
     assert len(t["curves"]) == 3 * len(runs) and t["curves"].tokens.max() == 100 * 4 * 16
