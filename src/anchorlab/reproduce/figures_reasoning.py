@@ -165,5 +165,5 @@ register(Figure(
         Claim("large init + small wd: epochs to converge first rise, then fall with data size", "qualitative",
               lambda t: _large_init_rise_then_fall(t.get("runs"))),
     ),
-    notes="CPU scale: a 3-layer width-64 GPT-2-style model, hops 1..3 on depth-3 ontologies, two seeds; the "
+    notes="CPU scale: a 4-layer width-64 GPT-2-style model, hops 1..3 on depth-3 ontologies, two seeds; the "
           "paper: GPT-2 on the original PrOntoQA setup (docs/reasoning_tasks.md)."))
