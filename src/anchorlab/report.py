@@ -171,12 +171,13 @@ def _curves(df: pd.DataFrame, out: Path, headline: Sequence[str], axes: Sequence
     """One training-curve PNG per run with history (the first ``max_curves``), in ``report/curves/``."""
     from .plots.phase import plot_run_history, save
     from .sweep.aggregate import history_table
+    from .tracking import curve_metrics
 
     runs = df.drop_duplicates("run_id").set_index("run_id")
     figs: dict[str, Fig] = {}
     for rid in list(df[df.kind == "history"].run_id.drop_duplicates())[:max_curves]:
         h = history_table(df, rid)
-        accs = [m for m in headline if m in h.columns and not m.endswith("loss")]
+        accs = curve_metrics(headline, h.columns)
         where = ", ".join(f"{a} = {runs.loc[rid, a]}" for a in axes if a in runs.columns)
         path = save(plot_run_history(h, metrics=accs), out / "curves" / f"curve_{rid}", formats=("png",), dpi=90)[0]
         figs[rid] = Fig(path, f"Training curve of run {rid}{f' ({where})' if where else ''}: train_loss (left, "

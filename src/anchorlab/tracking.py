@@ -67,8 +67,12 @@ def curves_figure(history: Sequence[Mapping[str, Any]], headline: Sequence[str])
     from .plots.phase import plot_run_history
 
     h = pd.DataFrame(list(history))
-    accs = [m for m in headline if m in h.columns and not m.endswith("loss")]
-    return plot_run_history(h, metrics=accs)
+    return plot_run_history(h, metrics=curve_metrics(headline, h.columns))
+
+
+def curve_metrics(headline: Sequence[str], columns: Any) -> list[str]:
+    """The headline metrics drawn beside the loss in a training-curve figure (those in ``columns``, losses apart)."""
+    return [m for m in headline if m in columns and not m.endswith("loss")]
 
 
 def figure_pixels(fig: Any) -> Any:
