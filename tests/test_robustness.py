@@ -5,7 +5,8 @@ import pytest
 
 from anchorlab.cli import main
 from anchorlab.config import ConfigError, experiment_from_dict
-from anchorlab.robustness import (PAPERS, Setting, judge, parse_setting, random_op_sets, rates, study_spec)
+from anchorlab.robustness import (PAPERS, Setting, judge, parse_setting, parse_vary, random_op_sets, rate_map, rates,
+                                  study_spec)
 from anchorlab.sweep.grid import expand
 from anchorlab.tasks.anchor import AnchorTask
 
@@ -85,3 +86,53 @@ def test_the_default_settings_are_the_demos():
     from anchorlab.robustness import DEFAULT_SETTINGS
 
     assert {s.name: s.overrides for s in DEFAULT_SETTINGS} == {k: {"init.gamma": g} for k, g in DEMO_GAMMAS.items()}
+
+
+def test_a_regime_map_crosses_the_varied_keys_with_every_case():
+    ops = random_op_sets(2, seed=0)
+    spec = study_spec("demo/small", ops, [0, 1], vary={"train.epochs": [2, 4], "optim.peak_lr": [5e-4, 2e-3]})
+    runs = expand(spec)
+    assert len(runs) == 2 * 2 * 2 * 4
+    assert {(r.config.train.epochs, r.config.optim.peak) for r in runs} == {(e, p) for e in (2, 4) for p in (5e-4, 2e-3)}
+    assert len({r.run_id for r in runs}) == len(runs)
+    for bad in ({"init.gamma": [0.3]}, {"train.init_seed": [0, 1]}, {"task.pair_rules": [{}]}):
+        with pytest.raises(ConfigError, match="is set by the study itself"):
+            study_spec("demo/small", ops, [0], vary=bad)
+    with pytest.raises(ConfigError, match="vary.train.epochs: needs a non-empty list"):
+        study_spec("demo/small", ops, [0], vary={"train.epochs": []})
+    assert parse_vary("optim.peak_lr=5e-4,2e-3") == ("optim.peak_lr", [5e-4, 2e-3])
+    assert parse_vary("train.epochs=3,12") == ("train.epochs", [3, 12])
+    with pytest.raises(ConfigError, match="KEY=V1"):
+        parse_vary("train.epochs")
+
+
+def test_rate_map_by_hand():
+    rows = []
+    # epochs 2: one case, contrast; epochs 4: two cases, small init composes in one
+    for ep, op, seed, small_inf in ((2, "A", 0, 0.9), (4, "A", 0, 0.9), (4, "B", 0, 0.1)):
+        for name, (i, inf, sym) in (("large_init", (0.95, 0.0, 0.9)), ("small_init", (0.99, small_inf, 0.0))):
+            rows.append({"train.epochs": ep, "op_set": op, "seed": seed, "setting": name, "id_acc": i,
+                         "ood_inferential_acc": inf, "ood_symmetric_acc": sym, "steps": 10 * ep,
+                         "wall_seconds": 3.0 * ep})
+    cases = pd.DataFrame(rows)
+    m = rate_map(judge(cases, by=["train.epochs"]), cases, ["train.epochs"])
+    assert list(m["train.epochs"]) == [2, 4] and list(m.cases) == [1, 2]
+    assert list(m.contrast_rate) == [1.0, 0.5] and list(m.large_memorizes_rate) == [1.0, 1.0]
+    assert list(m.steps) == [20, 40] and list(m.model_wall_s) == [6.0, 12.0]
+
+
+def test_robustness_regime_map_end_to_end(tmp_path, capsys):
+    tiny = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024", "task.n_eval_per_group=16",
+            "train.batch_size=256", "train.eval_every=4"]
+    args = ["robustness", "demo/small", "--out", str(tmp_path / "m"), "--op-sets", "1", "--seeds", "2",
+            "--vary", "train.epochs=1,2", "--executor", "inprocess", "--no-progress"]
+    for s in tiny:
+        args += ["--set", s]
+    assert main(args) == 0
+    assert "regime map" in capsys.readouterr().out
+    m = pd.read_csv(tmp_path / "m" / "map.csv")
+    assert list(m["train.epochs"]) == [1, 2] and (m.cases == 2).all()
+    assert list(m.steps) == [4, 8] and m.contrast_rate.between(0, 1).all()
+    cases = pd.read_csv(tmp_path / "m" / "cases.csv")
+    assert len(cases) == 8 and sorted(cases["train.epochs"].unique()) == [1, 2]
+    assert (tmp_path / "m" / "regime_map.png").exists()

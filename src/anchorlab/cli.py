@@ -94,27 +94,33 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 def _cmd_robustness(a: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .robustness import DEFAULT_SETTINGS, parse_setting, run_study
+    from .robustness import DEFAULT_SETTINGS, parse_setting, parse_vary, run_study
 
     settings = [parse_setting(s) for s in a.setting] or list(DEFAULT_SETTINGS)
+    vary = dict(parse_vary(v) for v in a.vary)
     seeds = list(range(a.seeds))
     out = Path(a.out)
     print(f"robustness: {a.op_sets} op sets x {len(seeds)} seeds x settings "
-          f"{', '.join(f'{s.name} {s.overrides}' for s in settings)}; base {a.config}; out {out}", flush=True)
+          f"{', '.join(f'{s.name} {s.overrides}' for s in settings)}; base {a.config}; out {out}"
+          + (f"; regime map over {vary}" if vary else ""), flush=True)
 
     def done(run, status: str) -> None:
         if not a.no_progress:
             print(f"  run {run.run_id}: {status}", flush=True)
 
     res = run_study(str(out), a.config, a.op_sets, seeds, settings, a.set, a.op_seed, a.workers, a.executor,
-                    done, include_papers=not a.no_papers_op_set)
-    cols = ["op_set", "seed"] + [c for c in res["judged"].columns if c.endswith(("id_acc", "_acc"))] + ["contrast"]
+                    done, include_papers=not a.no_papers_op_set, vary=vary)
+    cols = list(vary) + ["op_set", "seed"] + [c for c in res["judged"].columns if c.endswith(("id_acc", "_acc"))] + ["contrast"]
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
         print(res["judged"][cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     r = res["rates"]
     print(f"\ncontrast in {r['contrast_rate']:.0%} of {r['cases']} cases (large init memorizes "
           f"{r['large_memorizes_rate']:.0%}, small init composes {r['small_composes_rate']:.0%}); "
           f"tables in {out}")
+    if vary:
+        with pd.option_context("display.width", 250, "display.max_columns", 30):
+            print("\nregime map (map.csv, regime_map.png):")
+            print(res["map"].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     return 0
 
 
@@ -268,6 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a model setting, first the memorizing one, e.g. large_init:init.gamma=0.3 "
                          "(default: the demo's two gammas)")
     sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
+    sp.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2[,...]",
+                    help="regime map: repeat the study at each value (several --vary are crossed), "
+                         "e.g. --vary train.epochs=3,12 --vary optim.peak_lr=5e-4,2e-3; writes map.csv")
     sp.add_argument("--executor", default="process", choices=["process", "inprocess", "ray"])
     sp.add_argument("--workers", type=int, default=None)
     sp.add_argument("--no-progress", action="store_true")

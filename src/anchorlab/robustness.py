@@ -13,6 +13,13 @@ and answers the held-out pair with the mirror's target (symmetric accuracy >=
 ``acc_min``), and the small-init model fits and composes (inferential accuracy
 >= ``acc_min``). The study is a sweep on the one runner (resumable, results in
 ``results.sqlite``); :func:`case_table` and :func:`rates` read it back.
+
+A *regime map* is the study repeated over a grid of compute settings
+(``vary``: dotted key -> values, crossed, applied to every run, e.g.
+``train.epochs``, ``task.n_train``, ``model.d_model``, ``optim.peak_lr``,
+``train.batch_size``): :func:`rate_map` gives one row of rates per grid point,
+with the models' mean wall time and steps, so the rate can be read against
+the compute it costs.
 """
 
 from __future__ import annotations
@@ -107,8 +114,8 @@ DEFAULT_SETTINGS = (Setting("large_init", {"init.gamma": 0.3}), Setting("small_i
 
 def study_spec(base: str | Mapping[str, Any], op_sets: Sequence[OpSet], seeds: Sequence[int],
                settings: Sequence[Setting] = DEFAULT_SETTINGS, overrides: Sequence[str] = (),
-               name: str = "robustness") -> dict[str, Any]:
-    """The study as a sweep spec: zip(op set) x zip(setting) x zip(seed)."""
+               name: str = "robustness", vary: Mapping[str, Sequence[Any]] | None = None) -> dict[str, Any]:
+    """The study as a sweep spec: [vary axes, crossed] x zip(op set) x zip(setting) x zip(seed)."""
     from .config import load_yaml
 
     if len(settings) < 2 or len({s.name for s in settings}) != len(settings):
@@ -118,8 +125,15 @@ def study_spec(base: str | Mapping[str, Any], op_sets: Sequence[OpSet], seeds: S
         missing = [k for k in keys if k not in s.overrides]
         if missing:
             raise ConfigError(f"settings.{s.name}: must set {', '.join(missing)} like the others")
+    vary = dict(vary or {})
+    for k, vals in vary.items():
+        if not isinstance(vals, (list, tuple)) or not vals:
+            raise ConfigError(f"vary.{k}: needs a non-empty list of values, got {vals!r}")
+        if k in keys or k.startswith("task.") and k.split(".", 1)[1] in ("anchors", "pair_rules", "preset") \
+                or k in ("train.init_seed", "train.data_seed"):
+            raise ConfigError(f"vary.{k}: is set by the study itself (settings, op sets or seeds); vary another key")
     ops = [o.task_overrides() for o in op_sets]
-    return {
+    spec: dict[str, Any] = {
         "name": name,
         "base": load_yaml(base) if isinstance(base, str) else dict(base),
         "set": list(overrides),
@@ -129,6 +143,9 @@ def study_spec(base: str | Mapping[str, Any], op_sets: Sequence[OpSet], seeds: S
             {"train.init_seed": list(seeds), "train.data_seed": list(seeds)},
         ],
     }
+    if vary:
+        spec["axes"] = {k: list(v) for k, v in vary.items()}
+    return spec
 
 
 def _setting_of(row: Mapping[str, Any], settings: Sequence[Setting]) -> str:
@@ -147,8 +164,10 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def case_table(runs: Sequence[Mapping[str, Any]], settings: Sequence[Setting] = DEFAULT_SETTINGS) -> pd.DataFrame:
-    """One row per run: op set, seed, setting, final ID / inferential / symmetric accuracy, status.
+def case_table(runs: Sequence[Mapping[str, Any]], settings: Sequence[Setting] = DEFAULT_SETTINGS,
+               vary_keys: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per run: [the varied keys' values,] op set, seed, setting, final ID / inferential /
+    symmetric accuracy, status, steps, wall time.
 
     ``runs``: final.json dicts of the study's runs.
     """
@@ -166,19 +185,19 @@ def case_table(runs: Sequence[Mapping[str, Any]], settings: Sequence[Setting] = 
                    int(next((v.split(":")[1] for v in rules.values() if str(v).startswith("shift:")),
                             PAPERS["mirror_shift"])))
         fin = f.get("final", {})
-        rows.append({"op_set": op.label, "seed": c["train"]["init_seed"], "setting": _setting_of(flat, settings),
+        rows.append({**{k: flat.get(k) for k in vary_keys}, "op_set": op.label, "seed": c["train"]["init_seed"], "setting": _setting_of(flat, settings),
                      "status": f.get("status"), "id_acc": fin.get("id_acc", math.nan),
                      "ood_inferential_acc": fin.get("ood_inferential_acc", math.nan),
                      "ood_symmetric_acc": fin.get("ood_symmetric_acc", math.nan),
                      "train_loss": fin.get("train_loss", math.nan), "steps": f.get("steps"),
                      "wall_seconds": f.get("wall_seconds"), "run_id": f.get("run_id")})
-    return pd.DataFrame(rows).sort_values(["op_set", "seed", "setting"]).reset_index(drop=True)
+    return pd.DataFrame(rows).sort_values([*vary_keys, "op_set", "seed", "setting"]).reset_index(drop=True)
 
 
 def judge(cases: pd.DataFrame, large: str = "large_init", small: str = "small_init", id_min: float = 0.9,
-          acc_min: float = 0.8) -> pd.DataFrame:
-    """One row per case (op set, seed): each model's numbers and whether the contrast holds."""
-    wide = cases.pivot_table(index=["op_set", "seed"], columns="setting",
+          acc_min: float = 0.8, by: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per case ([grid point,] op set, seed): each model's numbers and whether the contrast holds."""
+    wide = cases.pivot_table(index=[*by, "op_set", "seed"], columns="setting",
                              values=["id_acc", "ood_inferential_acc", "ood_symmetric_acc"], aggfunc="first")
     wide.columns = [f"{s}.{m}" for m, s in wide.columns]
     w = wide.reset_index()
@@ -200,10 +219,39 @@ def rates(judged: pd.DataFrame) -> dict[str, float]:
             "small_composes_rate": float(judged.small_composes.mean()) if n else math.nan}
 
 
-def parse_setting(text: str) -> Setting:
-    """``"small_init:init.gamma=0.6,optim.peak_lr=1e-3"`` -> Setting."""
+def rate_map(judged: pd.DataFrame, cases: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """One row per grid point (the ``by`` keys' values): :func:`rates` over its cases, and the
+    models' mean steps and wall seconds there (the compute one case costs)."""
+    if not by:
+        raise ConfigError("rate_map: needs the varied keys (by)")
+    cost = cases.groupby(list(by), dropna=False).agg(steps=("steps", "mean"), model_wall_s=("wall_seconds", "mean"))
+    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))), **rates(g)}
+            for key, g in judged.groupby(list(by), dropna=False, sort=True)]
+    return pd.DataFrame(rows).merge(cost.reset_index(), on=list(by), how="left")
+
+
+def parse_vary(text: str) -> tuple[str, list[Any]]:
+    """``"optim.peak_lr=5e-4,2e-3"`` -> ("optim.peak_lr", [0.0005, 0.002])."""
+    k, eq, rest = text.partition("=")
+    if not eq or not k.strip() or not rest.strip():
+        raise ConfigError(f"--vary {text!r}: expected KEY=V1[,V2...], e.g. optim.peak_lr=5e-4,2e-3")
+    return k.strip(), [_scalar(v) for v in rest.split(",")]
+
+
+def _scalar(v: str) -> Any:
     from .config import parse_scalar
 
+    val = parse_scalar(v)
+    if isinstance(val, str):  # YAML 1.1 reads 1e-3 as text
+        try:
+            return float(val)
+        except ValueError:
+            pass
+    return val
+
+
+def parse_setting(text: str) -> Setting:
+    """``"small_init:init.gamma=0.6,optim.peak_lr=1e-3"`` -> Setting."""
     name, sep, rest = text.partition(":")
     if not sep or not name.strip() or not rest.strip():
         raise ConfigError(f"--setting {text!r}: expected NAME:KEY=VALUE[,KEY=VALUE...], "
@@ -213,13 +261,7 @@ def parse_setting(text: str) -> Setting:
         k, eq, v = item.partition("=")
         if not eq or not k.strip():
             raise ConfigError(f"--setting {text!r}: {item!r} is not KEY=VALUE")
-        val = parse_scalar(v)
-        if isinstance(val, str):  # YAML 1.1 reads 1e-3 as text
-            try:
-                val = float(val)
-            except ValueError:
-                pass
-        ov[k.strip()] = val
+        ov[k.strip()] = _scalar(v)
     return Setting(name.strip(), ov)
 
 
@@ -227,9 +269,12 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
               seeds: Sequence[int] = (0, 1, 2), settings: Sequence[Setting] = DEFAULT_SETTINGS,
               overrides: Sequence[str] = (), op_seed: int = 0, workers: int | None = None,
               executor: str = "process", on_result: Any = None, include_papers: bool = True,
-              op_sets: Sequence[OpSet] | None = None) -> dict[str, Any]:
+              op_sets: Sequence[OpSet] | None = None,
+              vary: Mapping[str, Sequence[Any]] | None = None) -> dict[str, Any]:
     """Run (or resume) the study into ``out_dir``; write ``cases.csv`` (one row per run), ``judged.csv``
-    (one row per case), ``rates.csv``; return ``{"rates", "judged", "cases", "files"}``."""
+    (one row per case), ``rates.csv`` (over every case); with ``vary``, also ``map.csv`` (one row per
+    grid point, :func:`rate_map`) and ``regime_map.png``. Return ``{"rates", "judged", "cases", "files"}``
+    (and ``"map"``)."""
     from pathlib import Path
 
     from .io import atomic_write
@@ -238,12 +283,25 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
 
     out = Path(out_dir)
     ops = list(op_sets) if op_sets is not None else random_op_sets(n_op_sets, op_seed, include_papers=include_papers)
-    spec = study_spec(base, ops, seeds, settings, overrides)
+    spec = study_spec(base, ops, seeds, settings, overrides, vary=vary)
     run_sweep(spec, out, executor=executor, max_workers=workers, on_result=on_result)
-    cases = case_table(finals(out), settings)
-    judged = judge(cases, settings[0].name, settings[1].name)
+    by = list(vary or {})
+    cases = case_table(finals(out), settings, by)
+    judged = judge(cases, settings[0].name, settings[1].name, by=by)
     r = rates(judged)
+    tables = [("cases", cases), ("judged", judged), ("rates", pd.DataFrame([r]))]
+    res: dict[str, Any] = {"rates": r, "judged": judged, "cases": cases}
+    if by:
+        res["map"] = rate_map(judged, cases, by)
+        tables.append(("map", res["map"]))
     files = {}
-    for name, t in (("cases", cases), ("judged", judged), ("rates", pd.DataFrame([r]))):
+    for name, t in tables:
         files[name] = atomic_write(out / f"{name}.csv", lambda p, t=t: t.to_csv(p, index=False))
-    return {"rates": r, "judged": judged, "cases": cases, "files": files}
+    if by:
+        from .plots.robustness import plot_regime_map
+        from .plots.training import save_figure
+
+        files["regime_map"] = save_figure(plot_regime_map(res["map"], by, settings[0].name, settings[1].name),
+                                   out / "regime_map")[0]
+    res["files"] = files
+    return res
