@@ -110,7 +110,8 @@ def _cmd_robustness(a: argparse.Namespace) -> int:
 
     res = run_study(str(out), a.config, a.op_sets, seeds, settings, a.set, a.op_seed, a.workers, a.executor,
                     done, include_papers=not a.no_papers_op_set, vary=vary)
-    cols = list(vary) + ["op_set", "seed"] + [c for c in res["judged"].columns if c.endswith(("id_acc", "_acc"))] + ["contrast"]
+    accs = [c for c in res["judged"].columns if c.endswith(("id_acc", "_acc"))]
+    cols = [*vary, "op_set", "seed", *accs, "contrast"]
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
         print(res["judged"][cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     r = res["rates"]

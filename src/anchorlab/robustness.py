@@ -125,13 +125,6 @@ def study_spec(base: str | Mapping[str, Any], op_sets: Sequence[OpSet], seeds: S
         missing = [k for k in keys if k not in s.overrides]
         if missing:
             raise ConfigError(f"settings.{s.name}: must set {', '.join(missing)} like the others")
-    vary = dict(vary or {})
-    for k, vals in vary.items():
-        if not isinstance(vals, (list, tuple)) or not vals:
-            raise ConfigError(f"vary.{k}: needs a non-empty list of values, got {vals!r}")
-        if k in keys or k.startswith("task.") and k.split(".", 1)[1] in ("anchors", "pair_rules", "preset") \
-                or k in ("train.init_seed", "train.data_seed"):
-            raise ConfigError(f"vary.{k}: is set by the study itself (settings, op sets or seeds); vary another key")
     ops = [o.task_overrides() for o in op_sets]
     spec: dict[str, Any] = {
         "name": name,
@@ -143,6 +136,12 @@ def study_spec(base: str | Mapping[str, Any], op_sets: Sequence[OpSet], seeds: S
             {"train.init_seed": list(seeds), "train.data_seed": list(seeds)},
         ],
     }
+    reserved = {k for group in spec["zip"] for k in group}
+    for k, vals in (vary or {}).items():
+        if not isinstance(vals, (list, tuple)) or not vals:
+            raise ConfigError(f"vary.{k}: needs a non-empty list of values, got {vals!r}")
+        if k in reserved:
+            raise ConfigError(f"vary.{k}: is set by the study itself (settings, op sets or seeds); vary another key")
     if vary:
         spec["axes"] = {k: list(v) for k, v in vary.items()}
     return spec
@@ -185,7 +184,8 @@ def case_table(runs: Sequence[Mapping[str, Any]], settings: Sequence[Setting] = 
                    int(next((v.split(":")[1] for v in rules.values() if str(v).startswith("shift:")),
                             PAPERS["mirror_shift"])))
         fin = f.get("final", {})
-        rows.append({**{k: flat.get(k) for k in vary_keys}, "op_set": op.label, "seed": c["train"]["init_seed"], "setting": _setting_of(flat, settings),
+        rows.append({**{k: flat.get(k) for k in vary_keys}, "op_set": op.label, "seed": c["train"]["init_seed"],
+                     "setting": _setting_of(flat, settings),
                      "status": f.get("status"), "id_acc": fin.get("id_acc", math.nan),
                      "ood_inferential_acc": fin.get("ood_inferential_acc", math.nan),
                      "ood_symmetric_acc": fin.get("ood_symmetric_acc", math.nan),
