@@ -173,7 +173,37 @@ def test_a_quick_classifier_already_separates_the_concepts():
     from anchorlab.tasks.concepts.classifier import ClassifierSpec, train_classifier
 
     _, info = train_classifier(ClassifierSpec(per_node=60, heldout_per_node=40, steps=120, batch=64))
-    assert info["heldout_acc"]["all"] >= 0.95, info["heldout_acc"]
+    acc = info["heldout_acc"]
+    assert acc["all"] >= 0.95 and acc["object"] >= 0.95 and acc["no_object"] >= 0.95, acc
+
+
+class _Judge(torch.nn.Module):
+    """A stand-in classifier: every image gets the same logits (shape, size, color, object)."""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits = torch.tensor(logits, dtype=torch.float32)
+
+    def forward(self, x):
+        return self.logits.expand(len(x), -1)
+
+
+@pytest.mark.parametrize("reject", [True, False])
+def test_a_sample_judged_empty_counts_wrong_on_every_concept(monkeypatch, reject):
+    from anchorlab.tasks.concepts.task import ConceptsEval, ConceptsTask
+
+    task = ConceptsTask(ConceptsTaskConfig(n_samples=3, reject_no_object=reject))
+    monkeypatch.setattr(task, "denoise_losses", lambda model, ev, device: {n: 0.0 for n in NODES})
+    monkeypatch.setattr(task, "generate", lambda model, nodes, n, device: torch.zeros(len(nodes), n, 3, 32, 32))
+    ev = ConceptsEval(_Judge([-1.0, -1.0, -1.0, -1.0]), *(torch.zeros(0),) * 4)   # bits 000, no object
+    m = task.evaluate(None, ev).metrics
+    assert m["object_rate_000"] == 0.0
+    assert m["all_acc_000"] == (0.0 if reject else 1.0)
+    assert m["shape_acc_010"] == (0.0 if reject else 1.0)       # 010's shape bit is 0 (circle) too
+    assert m["shape_acc_100"] == 0.0
+    ev = ConceptsEval(_Judge([-1.0, -1.0, -1.0, 1.0]), *(torch.zeros(0),) * 4)    # bits 000, an object
+    m = task.evaluate(None, ev).metrics
+    assert m["object_rate_000"] == 1.0 and m["all_acc_000"] == 1.0 and m["size_acc_010"] == 0.0
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ setting for the grid (cached in ``samples/<run_id>.npz``), and writes:
 ``runs.csv`` (one row per run), ``summary.csv`` (per setting: shape accuracy
 on 010 and 011, training-node quality, wall time; mean, min and max over
 seeds), ``per_node.csv`` (per setting and node: each concept's accuracy,
-mean over seeds), ``fig6b.png`` (sample grid, nodes x settings, default
+mean over seeds; ``object_rate``: the fraction judged to hold an object), ``fig6b.png`` (sample grid, nodes x settings, default
 framed) and ``fig6b_shape.png`` (shape accuracy vs init rate).
 """
 
@@ -56,7 +56,8 @@ def runs_table(runs: list[dict]) -> pd.DataFrame:
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per setting (default first, then increasing gamma): mean / min / max over seeds of the headline numbers."""
     cols = [f"shape_acc_{n}" for n in UNSEEN] + [HEADLINE, "ood_shape_acc", "id_all_acc", "ood_all_acc",
-                                                 "id_denoise_loss", "ood_denoise_loss", "wall_seconds"]
+                                                 "id_denoise_loss", "ood_denoise_loss"]
+    cols += [f"object_rate_{n}" for n in UNSEEN] + ["wall_seconds"]
     cols = [c for c in cols if c in df]
     out = []
     for setting, g in df.groupby("setting", sort=False):
@@ -77,8 +78,11 @@ def per_node_table(df: pd.DataFrame) -> pd.DataFrame:
         for node in NODES:
             if f"shape_acc_{node}" not in g:
                 continue
-            rows.append({"setting": setting, "node": node, "description": describe(node),
-                         **{f"{k}_acc": g[f"{k}_acc_{node}"].mean() for k in ("shape", "size", "color", "all")}})
+            row = {"setting": setting, "node": node, "description": describe(node),
+                   **{f"{k}_acc": g[f"{k}_acc_{node}"].mean() for k in ("shape", "size", "color", "all")}}
+            if f"object_rate_{node}" in g:     # runs evaluated before the classifier's object output have none
+                row["object_rate"] = g[f"object_rate_{node}"].mean()
+            rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -41,7 +41,11 @@ class ConceptsTaskConfig(TaskConfig):
     ``n_denoise`` fixed renders per node give the held-out denoising loss.
 
     The concept classifier (the evaluator) is cached in ``classifier_dir``
-    (default ``$ANCHORLAB_CACHE/concepts``; not part of the run id).
+    (default ``$ANCHORLAB_CACHE/concepts``; not part of the run id). With
+    ``reject_no_object`` (default) a sample the classifier judges to hold no
+    object (noise) counts as wrong on every concept; off, its shape / size /
+    colour logits are read as they are (pure noise then reads as a circle).
+    Evaluation only: not part of the run id.
     """
 
     name: str = "concepts"
@@ -62,6 +66,7 @@ class ConceptsTaskConfig(TaskConfig):
     sample_seed: int = 0
     n_denoise: int = 64
     classifier_dir: str = field(default="", metadata={"identity": False})
+    reject_no_object: bool = field(default=True, metadata={"identity": False})
 
     def __post_init__(self) -> None:
         p = "task"

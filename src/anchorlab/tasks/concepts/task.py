@@ -15,6 +15,9 @@ Metrics (``<node>`` is one of 000 ... 111):
   the scheduler and judged by the concept classifier (:mod:`.classifier`):
   ``shape_acc_<node>``, ``size_acc_<node>``, ``color_acc_<node>`` (fraction
   with that concept right) and ``all_acc_<node>`` (all three right);
+  ``object_rate_<node>`` the fraction the classifier judges to hold an
+  object at all (with ``task.reject_no_object``, the default, the others
+  count a no-object sample as wrong on every concept);
   ``id_all_acc`` / ``ood_all_acc`` average them over training / unseen nodes
   and ``ood_shape_acc`` the shape accuracy over every unseen node;
   ``shape_acc_010_011`` is the headline: the shape accuracy on 010 and 011
@@ -160,16 +163,18 @@ class ConceptsTask:
             imgs = self.generate(model, NODES, c.n_samples, device)
             for k, node in enumerate(NODES):
                 pred = predict(eval_data.classifier, imgs[k]).numpy()
-                right = pred == np.array(node_bits(node))[None]
+                is_object = pred[:, 3] == 1 if c.reject_no_object else np.ones(len(pred), dtype=bool)
+                right = (pred[:, :3] == np.array(node_bits(node))[None]) & is_object[:, None]
                 row = {"node": node, "description": describe(node),
                        "split": "train" if node in c.train_nodes else "unseen", "n": len(pred),
-                       "denoise_loss": dl[node]}
+                       "denoise_loss": dl[node], "object_rate": float(pred[:, 3].mean())}
                 for i, concept in enumerate(BITS):
                     row[f"{concept}_acc"] = float(right[:, i].mean())
                 row["all_acc"] = float(right.all(axis=1).mean())
                 rows.append(row)
                 for key in ("shape", "size", "color", "all"):
                     m[f"{key}_acc_{node}"] = row[f"{key}_acc"]
+                m[f"object_rate_{node}"] = row["object_rate"]
             m["id_all_acc"] = float(np.mean([m[f"all_acc_{k}"] for k in c.train_nodes]))
             m["ood_all_acc"] = float(np.mean([m[f"all_acc_{k}"] for k in test])) if test else float("nan")
             m["ood_shape_acc"] = float(np.mean([m[f"shape_acc_{k}"] for k in test])) if test else float("nan")
