@@ -43,7 +43,7 @@ def plot_regime_map(table: pd.DataFrame, keys: Sequence[str], large: str = "larg
         point = "\n".join(f"{k.split('.')[-1]}={_fmt(r[k])}" for k in keys)
         cost = f"{int(r['cases'])} cases"
         if "model_wall_s" in t.columns and np.isfinite(r["model_wall_s"]):
-            cost += f", {r['model_wall_s'] / 60:.1f} min/model"
+            cost += f"\n{r['model_wall_s'] / 60:.1f} min/model"
         ticks.append(f"{point}\n{cost}")
     ax.set_xticks(x, ticks, fontsize=8)
     ax.set_ylim(0, 1.05)
