@@ -10,8 +10,9 @@ setting for the grid (cached in ``samples/<run_id>.npz``), and writes:
 ``runs.csv`` (one row per run), ``summary.csv`` (per setting: shape accuracy
 on 010 and 011, training-node quality, wall time; mean, min and max over
 seeds), ``per_node.csv`` (per setting and node: each concept's accuracy,
-mean over seeds; ``object_rate``: the fraction judged to hold an object), ``fig6b.png`` (sample grid, nodes x settings, default
-framed) and ``fig6b_shape.png`` (shape accuracy vs init rate).
+mean over seeds; ``object_rate``: the fraction judged to hold an object),
+``fig6b.png`` (sample grid, nodes x settings, default framed) and
+``fig6b_shape.png`` (shape accuracy vs init rate).
 """
 
 from __future__ import annotations

@@ -116,6 +116,7 @@ def train_classifier(spec: ClassifierSpec) -> tuple[ConceptClassifier, dict]:
     bce = nn.functional.binary_cross_entropy_with_logits
     n_neg = int(round(spec.negatives * spec.batch))
     n_pos = spec.batch - n_neg
+    is_object = torch.cat([torch.ones(n_pos), torch.zeros(n_neg)])
     model.train()
     for step in range(spec.steps):
         idx = torch.randint(0, len(x), (n_pos,), generator=gen)
@@ -126,7 +127,6 @@ def train_classifier(spec: ClassifierSpec) -> tuple[ConceptClassifier, dict]:
         for g in opt.param_groups:
             g["lr"] = lr
         logits = model(xb)
-        is_object = torch.cat([torch.ones(n_pos), torch.zeros(n_neg)])
         loss = bce(logits[:n_pos, :3], y[idx]) + bce(logits[:, 3], is_object)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -135,7 +135,7 @@ def train_classifier(spec: ClassifierSpec) -> tuple[ConceptClassifier, dict]:
     pred = predict(model, xh)
     right = (pred[:, :3] == yh.long()).float()
     acc = {name: float(right[:, i].mean()) for i, name in enumerate(("shape", "size", "color"))}
-    acc["all"] = float(right[:, :3].all(dim=1).float().mean())
+    acc["all"] = float(right.all(dim=1).float().mean())
     acc["object"] = float(pred[:, 3].float().mean())
     empty = no_object_images(len(xh), spec.resolution, torch.Generator().manual_seed(spec.seed + 2))
     acc["no_object"] = float(1 - predict(model, empty)[:, 3].float().mean())
