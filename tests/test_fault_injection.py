@@ -28,9 +28,9 @@ from anchorlab.sweep.runner import run_sweep
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 TINY = {"model.d_model": 16, "model.d_head": 8, "model.d_ff": 32, "task.n_train": 1024, "task.n_eval_per_group": 16,
-        "train.batch_size": 128, "train.epochs": 2, "train.eval_every": 2, "optim.lr": 1.0e-3, "train.threads": 1}
+        "train.batch_size": 128, "train.epochs": 4, "train.eval_every": 2, "optim.lr": 1.0e-3, "train.threads": 1}
 SPEC = {"name": "faults", "base": "demo/small", "set": TINY,
-        "axes": {"init.gamma": [0.3, 0.7]}, "zip": [{"train.init_seed": [0, 1], "train.data_seed": [0, 1]}]}
+        "axes": {"init.gamma": [0.3, 0.7]}, "zip": [{"train.init_seed": [0, 1, 2], "train.data_seed": [0, 1, 2]}]}
 TIMING = ["started", "finished", "wall_seconds"]
 
 
@@ -151,15 +151,19 @@ FAULTS = [("checkpoint_half_written", 3), ("sqlite_before_commit", 4), ("timer",
 
 
 def test_sigkill_at_many_points_then_resume_equals_an_uninterrupted_sweep(tmp_path):
+    t0 = time.perf_counter()
     ref = run_sweep(SPEC, tmp_path / "ref", executor="inprocess", stack="never")
-    assert set(ref.status) == {"finished"} and ref.run_id.nunique() == 4
+    ref_seconds = time.perf_counter() - t0
+    assert set(ref.status) == {"finished"} and ref.run_id.nunique() == 6
     out = tmp_path / "killed"
     rng = random.Random(17)
     kills, log = 0, []
     for kind, n in FAULTS:
         pid = child_sweep(out, kind, n)
         if kind == "timer":
-            time.sleep(rng.uniform(0.05, 0.6))
+            # a random moment within the first tenth of an uninterrupted sweep's time, so that the
+            # kills land mid-sweep on a fast machine as on a slow one
+            time.sleep(rng.uniform(0.02, 0.1) * ref_seconds)
             os.kill(pid, signal.SIGKILL)          # the driver runs its runs in process: nothing else to kill
         _, status = os.waitpid(pid, 0)
         killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
@@ -175,7 +179,7 @@ def test_sigkill_at_many_points_then_resume_equals_an_uninterrupted_sweep(tmp_pa
     pd.testing.assert_frame_equal(canonical(df), canonical(ref), check_exact=True)
     con = sqlite3.connect(out / "results.sqlite")
     try:
-        assert dict(con.execute("SELECT status, COUNT(*) FROM runs GROUP BY status")) == {"finished": 4}
+        assert dict(con.execute("SELECT status, COUNT(*) FROM runs GROUP BY status")) == {"finished": 6}
         dup = con.execute("SELECT COUNT(*) FROM (SELECT 1 FROM metrics GROUP BY run_id, step, metric, kind "
                           "HAVING COUNT(*) > 1)").fetchone()[0]
         n_rows = con.execute("SELECT COUNT(*) FROM metrics").fetchone()[0]
