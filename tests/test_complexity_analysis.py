@@ -1,7 +1,6 @@
 """Complexity analyses: stable rank, condensation, embedding structure, callback, per-run tables, plots."""
 
 import math
-import time
 
 import numpy as np
 import pandas as pd
@@ -229,7 +228,7 @@ def test_embedding_bad_inputs():
 
 
 # ----------------------------------------------------------------------------- callback
-def test_callback_on_the_real_model_is_fast_and_flat():
+def test_callback_on_the_real_model_is_flat():
     from anchorlab.model.transformer import build_model
 
     torch.manual_seed(0)  # nn default init in the constructor; values only need to be generic
@@ -237,10 +236,7 @@ def test_callback_on_the_real_model_is_fast_and_flat():
     cb = ComplexityCallback(every=2)
     assert cb(3, model) == {}
     cb(0, model)                                                  # warm-up (imports, allocations)
-    t0 = time.perf_counter()
-    out = cb(4, model)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 1.0, f"callback took {elapsed:.2f}s"
+    out = cb(4, model)           # its cost is a benchmark figure (benchmarks/), never a timed assert
     for key in ("stable_rank/blocks.0.attn.W_Q.weight", "stable_rank/embed.weight",
                 "condensation/largest_group_frac", "condensation/effective_directions",
                 "embedding/ordinal_spearman", "embedding/ordinal_r2", "embedding/diff_consistency_3",
