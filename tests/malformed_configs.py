@@ -116,7 +116,7 @@ SHARED: list[Row] = rows(
     ("train.device=cuda:x", "train.device", "must be 'auto', 'cpu', 'cuda' or 'cuda:N'"),
     ("train.dtype=float16", "train.dtype", "must be one of 'float32', 'float64'"),
     ("train.threads=-1", "train.threads", "must be >= 0"),
-    ("train.amp=fp16", "train.amp", "must be one of 'none', 'bf16'"),
+    ("train.amp=fp16", "train.amp", "must be one of 'none', 'bf16', 'auto'"),
     ("train.stop_when=[acc>>0.9]", "train.stop_when[0]", "must look like 'metric>=value'"),
     ("train.stop_when=[id_acc>=1e999]", "train.stop_when[0]", NONFINITE),
     ("train.stop_when=id_acc>=0.9", "train.stop_when", "expected a list"),

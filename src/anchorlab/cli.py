@@ -39,6 +39,8 @@ def _cmd_train(a: argparse.Namespace) -> int:
     f = res.final
     print(f"run {out}  task={cfg.task.name}  status={f['status']}  steps={f['steps']}  "
           f"wall={f['wall_seconds']:.1f}s")
+    if cfg.train.amp != "none" and "precision" in f:
+        print(f"precision: {f['precision']['matmul_dtype']} matmuls ({f['precision']['reason']})")
     _print_metrics(res.task, f["final"])
     return 0
 
@@ -228,6 +230,32 @@ def _cmd_reproduce(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(a: argparse.Namespace) -> int:
+    from .bench import format_result, run_bench
+
+    steps = {}
+    for item in a.steps.split(","):
+        name, _, n = item.partition("=")
+        if not n.isdigit() or int(n) < 1:
+            raise ConfigError(f"--steps: expected SHAPE=N[,...] with N >= 1, got {item!r}")
+        steps[name] = int(n)
+    try:
+        r = run_bench(a.shapes.split(","), a.precisions.split(","), steps=steps, warmup=a.warmup, threads=a.threads,
+                      clock=a.clock, profile=a.profile)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    print(format_result(r))
+    if a.csv:
+        from .io import atomic_write
+
+        base = Path(a.csv)
+        atomic_write(base, lambda p: r.steps.to_csv(p, index=False))
+        peaks = base.with_name(base.stem + "_peaks.csv")
+        atomic_write(peaks, lambda p: r.peaks.to_csv(p, index=False))
+        print(f"wrote {base}, {peaks}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="anchorlab", description=__doc__)
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -320,6 +348,19 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--dry-run", action="store_true", help="list the runs without training")
     sp.add_argument("--no-progress", action="store_true")
     sp.set_defaults(fn=_cmd_reproduce)
+
+    sp = sub.add_parser("bench", help="this CPU's matmul peak per dtype and the training step per precision",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sp.add_argument("--shapes", default="demo,paper", help="demo (demo/small) and/or paper (neurips/paper, batch 2048)")
+    sp.add_argument("--precisions", default="fp32,bf16", help="fp32 (train.amp=none) and/or bf16 (train.amp=bf16)")
+    sp.add_argument("--steps", default="demo=20,paper=4", help="timed steps per shape")
+    sp.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    sp.add_argument("--threads", type=int, default=1, help="torch threads (training uses 1 per worker)")
+    sp.add_argument("--clock", default="wall", choices=["wall", "process"],
+                    help="process: this process's CPU seconds (fair on a machine shared with other jobs)")
+    sp.add_argument("--profile", action="store_true", help="also split each step's operator time by category")
+    sp.add_argument("--csv", metavar="PATH", help="also write the step table (and PATH's stem + _peaks.csv)")
+    sp.set_defaults(fn=_cmd_bench)
     return p
 
 

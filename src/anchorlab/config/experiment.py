@@ -238,7 +238,7 @@ class TrainConfig:
     threads: int = 0             # torch intra-op threads; 0 -> leave as is
     flush_denormal: bool = True
     compile: bool = False
-    amp: str = "none"            # "none" | "bf16" (GPU)
+    amp: str = "none"            # "none" | "bf16" | "auto" (bf16 on a CPU with bf16 matrix units; train/precision.py)
     tf32: bool = False
     log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
     stop_when: tuple[str, ...] = ()
@@ -256,7 +256,7 @@ class TrainConfig:
         if not (self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", self.device)):
             fail(f"{p}.device", f"must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
         check_choice(f"{p}.dtype", self.dtype, ("float32", "float64"))
-        check_choice(f"{p}.amp", self.amp, ("none", "bf16"))
+        check_choice(f"{p}.amp", self.amp, ("none", "bf16", "auto"))
         for i, r in enumerate(self.stop_when):
             parse_stop_rule(f"{p}.stop_when[{i}]", r)
         check_choice(f"{p}.tracking", self.tracking, ("none", "mlflow", "tensorboard"))

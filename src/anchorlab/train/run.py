@@ -45,6 +45,7 @@ from ..tasks.base import Task
 from ..metric_order import lower_is_better
 from .checkpoint import load_checkpoint, remove_stale_temps, save_checkpoint, save_weights, versions
 from .optim import lr_at, make_optimizer
+from .precision import Precision, resolve_precision
 
 log = logging.getLogger(__name__)
 Callback = Callable[[int, torch.nn.Module], dict[str, float]]
@@ -192,8 +193,9 @@ def completed_final(run_dir: Path, cfg: ExperimentConfig) -> dict[str, Any] | No
 
 
 def finalize(cfg: ExperimentConfig, run_dir: Path, history: list[dict[str, Any]], status: str, wall: float,
-             step: int) -> dict[str, Any]:
-    """Write final.json: the last and best value of every metric (best = min for losses), history, versions."""
+             step: int, precision: Precision | None = None) -> dict[str, Any]:
+    """Write final.json: the last and best value of every metric (best = min for losses), history, versions,
+    and the precision the run trained in."""
     last = history[-1] if history else {}
     metrics = [k for k in last if k not in NOT_METRICS and isinstance(last[k], (int, float))]
     best = {}
@@ -204,6 +206,8 @@ def finalize(cfg: ExperimentConfig, run_dir: Path, history: list[dict[str, Any]]
     final = {"run_id": cfg.run_id(), "name": cfg.name, "status": status, "steps": step,
              "final": {k: last[k] for k in metrics}, "best": best, "history": history,
              "wall_seconds": wall, "versions": versions(), "config": cfg.to_dict()}
+    if precision is not None:
+        final["precision"] = precision.to_dict()
     write_json(run_dir / "final.json", final)
     return final
 
@@ -241,6 +245,7 @@ class RunState:
     device: torch.device = torch.device("cpu")
     t0: float = field(default_factory=time.perf_counter)
     tracker: Any = None   # anchorlab.tracking.Tracker when train.tracking is not 'none'
+    precision: Precision | None = None   # train.amp resolved on this device (final.json "precision")
 
     @classmethod
     def open(cls, cfg: ExperimentConfig, run_dir: str | Path, task: Task, device: torch.device,
@@ -295,7 +300,7 @@ class RunState:
         if tracker is not None:
             tracker.start(cfg, step)
         return cls(cfg, task, run_dir, model, opt, train_data, step, wall, history, callbacks, eval_data, device, t0,
-                   tracker)
+                   tracker, resolve_precision(cfg.train.amp, device))
 
     # ---- plan
     @property
@@ -346,7 +351,7 @@ class RunState:
     def finish(self, model: torch.nn.Module, status: str, step: int) -> dict[str, Any]:
         """Save the final weights and write final.json."""
         save_weights(self.run_dir / "model.safetensors", model, {"run_id": self.cfg.run_id()})
-        final = finalize(self.cfg, self.run_dir, self.history, status, self.wall(), step)
+        final = finalize(self.cfg, self.run_dir, self.history, status, self.wall(), step, self.precision)
         if self.tracker is not None:
             self.tracker.finish(final, self.task.headline)
         return final
