@@ -164,3 +164,13 @@ def test_vocabulary_covers_the_test_set_and_a_tiny_run_trains(tmp_path):
     f = train(cfg, tmp_path / "r").final
     assert f["status"] == "finished" and f["steps"] == 8
     assert {"train_acc", "test_acc", "test_acc/hop1", "test_acc/hop2", "test_exact"} <= set(f["final"])
+
+
+@pytest.mark.parametrize("kw", [dict(n_train=2, n_test=2), dict(n_train=10, proof=True), dict(distractors=0),
+                                dict(n_train=300, max_hops=3, depth=4, proof=True, max_new_tokens=5),
+                                dict(min_hops=2, max_hops=3, test_every=3, distractors=5)])
+def test_dims_without_the_data_equal_the_dims_of_the_data(kw):
+    from anchorlab.tasks.seq2seq.task import data_dims
+
+    cfg = ProntoQATaskConfig(**kw)
+    assert cfg.dims() == data_dims(cfg)

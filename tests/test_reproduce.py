@@ -77,3 +77,23 @@ def test_a_claim_that_cannot_be_computed_is_nan_not_a_crash():
 
     t = claims_table(FIGURES["neurips-fig2"], {"cells": pd.DataFrame({"x": [1]})})
     assert len(t) == 3 and all(isinstance(v, float) and math.isnan(v) for v in t.ours)
+
+
+def test_list_is_quick_never_prints_nan_states_its_rates_and_downloads_nothing(capsys, tmp_path, monkeypatch):
+    import time
+    import urllib.request
+
+    from anchorlab.reproduce.estimate import CPU_FLOPS
+
+    monkeypatch.setenv("ANCHORLAB_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("ANCHORLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: pytest.fail("--list downloaded a file"))
+    t = time.perf_counter()
+    assert main(["reproduce", "--list"]) == 0
+    took = time.perf_counter() - t
+    out = capsys.readouterr().out
+    assert "nan" not in out.lower()
+    assert f"{CPU_FLOPS:.0e} FLOP/s per worker (measured" in out and "(stated" in out
+    assert "journal-fig6" in out and "compute not estimated (model.arch 'concept_unet'" in out
+    assert "journal-fig7a" in out and "(needs the dataset files here" in out
+    assert took < 20          # was a minute (it generated the PrOntoQA sets to size their vocabularies)

@@ -14,11 +14,13 @@ directory to the ``ANCHORLAB_DATA_DIR`` environment variable when it is set.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import logging
 import os
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +72,23 @@ class DownloadError(ConfigError):
     """A data file could not be downloaded (offline, blocked, gone); the message says what to do instead."""
 
 
+_NO_DOWNLOADS: contextvars.ContextVar[bool] = contextvars.ContextVar("anchorlab_no_downloads", default=False)
+
+
+@contextlib.contextmanager
+def no_downloads() -> Iterator[None]:
+    """Within the block a file that is not local fails with DownloadError instead of being downloaded
+    (listings and estimates must not fetch data)."""
+    token = _NO_DOWNLOADS.set(True)
+    try:
+        yield
+    finally:
+        _NO_DOWNLOADS.reset(token)
+
+
 def _download(url: str, timeout: float, filename: str = "") -> bytes:
+    if _NO_DOWNLOADS.get():
+        raise DownloadError(f"data file {filename or url}: not here, and not downloaded now")
     log.info("downloading %s", url)
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (pinned https/file URLs)

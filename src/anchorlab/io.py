@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,11 +38,14 @@ def fsync_path(path: str | Path) -> None:
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp_path)``, fsync it, atomically move it to ``path`` and fsync the folder."""
+    """Call ``write(tmp_path)``, fsync it, atomically move it to ``path`` and fsync the folder.
+
+    The file gets the mode a plain ``open(path, "w")`` would give (0666 less
+    the umask: 0644 under the usual 022), so a group sharing the results can read them.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    tmp = _create_temp(path)
     try:
         write(Path(tmp))
         fsync_path(tmp)
@@ -52,6 +55,17 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def _create_temp(path: Path) -> str:
+    """A new empty file beside ``path`` (``tempfile.mkstemp`` would make it 0600, unreadable by the group)."""
+    while True:
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return tmp
+        except FileExistsError:
+            continue
 
 
 def write_text(path: str | Path, text: str) -> Path:

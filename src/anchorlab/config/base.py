@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -197,11 +198,17 @@ def coerce(path: str, value: Any, tp: Any) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    """A config class's resolved field types (resolving them is most of the cost of building a config)."""
+    return typing.get_type_hints(cls, include_extras=True)
+
+
 def from_dict(cls: type, data: Mapping[str, Any], path: str = "") -> Any:
     """Build dataclass ``cls`` from a mapping; unknown keys and bad types fail naming the field."""
     if not isinstance(data, Mapping):
         fail(path or cls.__name__, f"expected a mapping of {cls.__name__} fields, got {data!r}")
-    hints = typing.get_type_hints(cls, include_extras=True)
+    hints = _hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs = {}
     for k, v in data.items():

@@ -9,6 +9,8 @@ where the papers are vague are documented on the field and in ``docs/choices.md`
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -261,6 +263,14 @@ class TrainConfig:
             parse_stop_rule(f"{p}.stop_when[{i}]", r)
         check_choice(f"{p}.tracking", self.tracking, ("none", "mlflow", "tensorboard"))
 
+    def plan(self, n_train: int) -> tuple[int, int, int]:
+        """(steps_per_epoch, total_steps, eval_every) for ``n_train`` training rows; the last partial batch is dropped."""
+        spe = max(n_train // self.batch_size, 1)
+        total = max(int(round(self.epochs * spe)), 1)
+        if self.max_steps:
+            total = min(total, self.max_steps)
+        return spe, total, self.eval_every or spe
+
     @property
     def stop_rules(self) -> list[tuple[str, str, float]]:
         return [parse_stop_rule(f"train.stop_when[{i}]", r) for i, r in enumerate(self.stop_when)]
@@ -308,13 +318,27 @@ def experiment_from_dict(data: dict[str, Any] | None, overrides: list[str] | tup
     if isinstance(model, dict):
         missing = [k for k in DERIVED_MODEL_FIELDS if model.get(k, "auto") in AUTO]
         if missing:
-            dims = task.dims()
+            dims = _task_dims(task)
             for k in missing:
                 if k in dims:   # an image model's task derives none
                     model[k] = dims[k]
     return from_dict(ExperimentConfig, d)
 
 
+def _task_dims(task: TaskConfig) -> dict[str, int]:
+    """``task.dims()``, once per process for equal task configs (a sweep builds many configs of one task)."""
+    try:
+        return dict(_cached_dims(task, os.environ.get("ANCHORLAB_DATA_DIR")))
+    except TypeError:  # a field that cannot be hashed (a mapping): no cache
+        return task.dims()
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_dims(task: TaskConfig, data_dir_env: str | None) -> dict[str, int]:
+    return task.dims()   # data_dir_env: part of the key only (where task.data_dir None reads from)
+
+
+@functools.lru_cache(maxsize=None)
 def _hint(name: str) -> Any:
     import typing
     return typing.get_type_hints(ExperimentConfig, include_extras=True)[name]

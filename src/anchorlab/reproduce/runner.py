@@ -20,9 +20,9 @@ from typing import Any
 import pandas as pd
 
 from ..config import ConfigError
-from ..datasets import DownloadError
+from ..datasets import DownloadError, no_downloads
 from ..io import atomic_write, write_text
-from .estimate import CPU_FLOPS, GPU_FLOPS, sweep_compute
+from .estimate import ASSUMPTIONS, describe_compute, sweep_compute
 from .registry import FIGURES, Figure
 
 log = logging.getLogger(__name__)
@@ -45,33 +45,41 @@ def figure_spec(fig: Figure, scale: str, overrides: list[str] | tuple[str, ...] 
 
 def describe_figures(scale: str | None = None, workers: int = 2) -> str:
     """A table of every figure: what it shows, its runs and estimated compute per scale."""
+    import json
+    import re
+
     from ..sweep.grid import expand
 
-    lines = [f"{len(FIGURES)} figures. Compute is nominal: CPU at {CPU_FLOPS:.0e} FLOP/s per worker "
-             f"({workers} workers), GPU at an assumed {GPU_FLOPS:.0e} FLOP/s (see anchorlab.reproduce.estimate).", ""]
-    import re
+    lines = [f"{len(FIGURES)} figures; runs and estimated training compute per scale ({workers} CPU workers).",
+             f"Estimates count transformer FLOPs: {ASSUMPTIONS}.", ""]
+    seen: dict[str, str] = {}   # figures that share a sweep expand it once
 
     def order(fig: Figure) -> tuple:
         n = re.findall(r"\d+", fig.number)
         return (fig.paper != "NeurIPS 2024", int(n[0]) if n else 0, fig.number)
 
     for fig in sorted(FIGURES.values(), key=order):
-        fid = fig.id
-        lines.append(f"{fid:18s} {fig.paper} {fig.number}: {fig.shows}")
+        lines.append(f"{fig.id:18s} {fig.paper} {fig.number}: {fig.shows}")
         for sc in (SCALES if scale is None else (scale,)):
             if sc not in fig.sweeps:
                 continue
             try:
-                cfgs = [r.config for r in expand(figure_spec(fig, sc))]
-                c = sweep_compute(cfgs, workers)
-                unk = f", {c['unknown']} of unknown size" if c["unknown"] else ""
-                cost = (f"~{c['pflop']:.3g} PFLOP, ~{c['cpu_hours']:.3g} h on this CPU, ~{c['gpu_hours']:.3g} h "
-                        f"on one GPU{unk}")
-                lines.append(f"{'':18s}   {sc:5s} {c['runs']:5d} runs  {cost}")
-            except DownloadError:
-                lines.append(f"{'':18s}   {sc:5s} (needs the dataset files here: task.data_dir or ANCHORLAB_DATA_DIR)")
+                spec = figure_spec(fig, sc)
             except ConfigError as e:
                 lines.append(f"{'':18s}   {sc:5s} (cannot expand here: {e})")
+                continue
+            key = json.dumps(spec, sort_keys=True, default=str)
+            if key not in seen:
+                try:
+                    with no_downloads():
+                        runs = expand(spec)
+                    c = sweep_compute([r.config for r in runs], workers)
+                    seen[key] = f"{c['runs']:5d} runs  {describe_compute(c)}"
+                except DownloadError:
+                    seen[key] = "(needs the dataset files here: task.data_dir or ANCHORLAB_DATA_DIR)"
+                except ConfigError as e:
+                    seen[key] = f"(cannot expand here: {e})"
+            lines.append(f"{'':18s}   {sc:5s} {seen[key]}")
         if fig.notes:
             lines.append(f"{'':18s}   note: {fig.notes}")
         if fig.extra:

@@ -137,12 +137,8 @@ def epoch_permutation(n: int, data_seed: int, epoch: int) -> torch.Tensor:
 
 
 def steps_plan(cfg: ExperimentConfig, n_train: int) -> tuple[int, int, int]:
-    """(steps_per_epoch, total_steps, eval_every); the last partial batch is dropped."""
-    spe = max(n_train // cfg.train.batch_size, 1)
-    total = max(int(round(cfg.train.epochs * spe)), 1)
-    if cfg.train.max_steps:
-        total = min(total, cfg.train.max_steps)
-    return spe, total, cfg.train.eval_every or spe
+    """(steps_per_epoch, total_steps, eval_every); the last partial batch is dropped (see ``TrainConfig.plan``)."""
+    return cfg.train.plan(n_train)
 
 
 def read_history(run_dir: Path, upto_step: int) -> list[dict[str, Any]]:

@@ -37,7 +37,9 @@ generator's state) and answers the query by search over the ``Every`` links.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -124,12 +126,57 @@ def generate(n: int, part: str, seed: int = 0, min_hops: int = 1, max_hops: int 
     """``n`` examples on the ``part`` ("train" / "test") names; ``depth`` 0 means ``max_hops``."""
     if not 1 <= min_hops <= max_hops <= MAX_HOPS:
         raise ConfigError(f"hops: need 1 <= min_hops <= max_hops <= {MAX_HOPS}, got {min_hops}..{max_hops}")
+    return list(itertools.islice(iter_examples(part, seed, min_hops, max_hops, depth, distractors, test_every), n))
+
+
+def iter_examples(part: str, seed: int = 0, min_hops: int = 1, max_hops: int = MAX_HOPS, depth: int = 0,
+                  distractors: int = 2, test_every: int = 4) -> Iterator[Example]:
+    """The examples of :func:`generate`, one at a time and without end (example ``i`` is the same for every ``n``)."""
+    if not 1 <= min_hops <= max_hops <= MAX_HOPS:
+        raise ConfigError(f"hops: need 1 <= min_hops <= max_hops <= {MAX_HOPS}, got {min_hops}..{max_hops}")
     depth = depth or max_hops
     names = concept_names(part, test_every)
     hop_list = list(range(min_hops, max_hops + 1))
     stream = TRAIN if part == "train" else TEST
-    return [make_example(np.random.default_rng([seed, stream, i]), names, hop_list[(i // 2) % len(hop_list)],
-                         i % 2 == 0, depth, distractors) for i in range(n)]
+    for i in itertools.count():
+        yield make_example(np.random.default_rng([seed, stream, i]), names, hop_list[(i // 2) % len(hop_list)],
+                           i % 2 == 0, depth, distractors)
+
+
+# --------------------------------------------------------------------------- sizes without the data
+def possible_words(part: str, distractors: int, test_every: int = 4) -> frozenset[str]:
+    """Every word an example of ``part`` can contain (context, question, label; a proof adds none)."""
+    words = {"Every", "is", "a", ".", *QUESTION.split(), *ANSWERS.values(), *ENTITIES}
+    words |= {w for name in concept_names(part, test_every) for w in name.split()}
+    return frozenset(words | (set(ADJECTIVES) if distractors else set()))
+
+
+def words_seen(n: int, part: str, seed: int = 0, min_hops: int = 1, max_hops: int = MAX_HOPS, depth: int = 0,
+               distractors: int = 2, test_every: int = 4) -> set[str]:
+    """The words of :func:`generate`'s first ``n`` examples, generating only until every possible word has appeared.
+
+    Larger sets extend smaller ones, so this is the vocabulary of the whole set
+    after a few dozen examples instead of ``n``.
+    """
+    every = possible_words(part, distractors, test_every)
+    seen: set[str] = set()
+    examples = iter_examples(part, seed, min_hops, max_hops, depth, distractors, test_every)
+    for e in itertools.islice(examples, n):
+        seen.update(e.prompt.split())
+        seen.add(e.answer)
+        if seen >= every:
+            break
+    return seen
+
+
+def prompt_words(depth: int, distractors: int) -> int:
+    """Words in every prompt: 2 * depth links (8 words), 2 groundings (6), the distractors (6), the question (10)."""
+    return 16 * depth + 12 + 6 * distractors + len(QUESTION.split()) + 6
+
+
+def target_words(depth: int, proof: bool) -> int:
+    """The longest target: the label, or a False example's proof (``depth + 1`` six-word steps, then the label)."""
+    return 6 * (depth + 1) + 1 if proof else 1
 
 
 # --------------------------------------------------------------------------- reference checker

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ...config.base import ConfigError, check_range
 from ..seq2seq.task import EvalSet, Row, Seq2SeqTask, Seq2SeqTaskConfig
-from .generator import MAX_HOPS, concept_names, generate
+from .generator import MAX_HOPS, concept_names, generate, prompt_words, target_words, words_seen
 
 MAX_DEPTH = 8
 MAX_DISTRACTORS = 20
@@ -86,6 +86,24 @@ class ProntoQATaskConfig(Seq2SeqTaskConfig):
 
     def eval_sources(self) -> dict[str, str]:
         return {"train": "train", "test": "test"}
+
+    def dims(self) -> dict[str, int]:
+        """What :func:`~anchorlab.tasks.seq2seq.task.data_dims` finds in the data, without generating it.
+
+        Every prompt has the same length and the longest target is a False
+        example's (``n_train``, ``n_test`` >= 2 hold one); the vocabulary is read
+        from the first training examples until every word the generator can
+        write has appeared.
+        """
+        from ..seq2seq.encoding import SPECIALS
+
+        depth = self.depth or self.max_hops
+        words = words_seen(self.n_train, "train", self.seed, self.min_hops, self.max_hops, self.depth,
+                           self.distractors, self.test_every)
+        prompt, target = prompt_words(depth, self.distractors), target_words(depth, self.proof)
+        max_new = self.max_new_tokens or target + 1
+        return {"vocab_size": len(SPECIALS) + len(words - set(SPECIALS)),
+                "max_len": max(prompt + target + 2, prompt + max_new), "max_new_tokens": max_new}
 
 
 def label_of(text: str) -> str:
