@@ -7,19 +7,84 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 from pathlib import Path
 
 from .config import ConfigError
 
+WORKFLOW = """\
+workflow:
+  anchorlab config --list                          the config presets
+  anchorlab config demo/small --set init.gamma=0.8 a resolved config, its run id and peak lr
+  anchorlab train demo/small --out runs/small      train one model (re-running resumes it)
+  anchorlab eval runs/small                        its metrics and tables
+  anchorlab analyze --list                         analyses of trained runs
+  anchorlab sweep --list                           the sweep presets
+  anchorlab sweep fig2_cpu --dry-run               the runs of a sweep and their estimated cost
+  anchorlab sweep fig2_cpu --out runs/fig2         run (or resume) a sweep, then: anchorlab report runs/fig2
+  anchorlab reproduce --list                       every paper figure, its runs and compute
+  anchorlab demo --out demo_out                    large vs small init, side by side (4-6 min on a CPU)
+
+Every command takes -v (log at INFO level) and -h. Configs: docs/config_reference.md
+(`anchorlab config --reference`)."""
+
 
 def _cmd_config(a: argparse.Namespace) -> int:
-    from .config import dump_config, load_config
+    from .config import dump_config, load_config, preset_names
 
-    cfg = load_config(a.config, a.set)
+    if a.reference:
+        from .config.reference import config_reference
+
+        print(config_reference(), end="")
+        return 0
+    if a.list or not a.config:
+        print("config presets (name, or any YAML file path):")
+        for name in preset_names():
+            print(f"  {name}")
+        return 0
+    cfg = load_config(_config_arg(a.config, "train"), a.set)
     print(dump_config(cfg), end="")
     print(f"# run_id: {cfg.run_id()}")
+    print(f"# {_peak_line(cfg)}")
     return 0
+
+
+def _peak_line(cfg) -> str:
+    """The lr schedule in one line: where optim.lr sits and what the peak is."""
+    o = cfg.optim
+    how = "optim.peak_lr" if o.peak_lr is not None else f"optim.lr x optim.warmup_multiplier = {o.lr:g} x {o.warmup_multiplier:g}"
+    return (f"peak lr {o.peak:.3g} ({how}): lr rises from optim.lr {o.lr:g} to the peak over {o.warmup_epochs:g} "
+            f"warmup epochs, then a cosine to optim.min_lr {o.min_lr:g} over {o.cosine_epochs:g} epochs")
+
+
+def _config_arg(spec: str, cmd: str) -> str:
+    """A config argument, refused in one line when it names a sweep spec or a sweep directory instead."""
+    from .config.base import PRESET_DIR
+    from .sweep.grid import SWEEP_DIR
+
+    p = Path(spec)
+    if p.is_dir() and (p / "results.sqlite").exists():
+        raise ConfigError(f"{spec}: is a sweep directory, not a config; `anchorlab report {spec}` draws its "
+                          f"figures, `anchorlab sweep {p / 'sweep.yaml'} --out {spec}` resumes it, and "
+                          f"`anchorlab {cmd} ...` takes a config (or eval a run: {p / 'runs' / '<run_id>'})")
+    if p.is_dir() and (p / "config.yaml").exists():
+        raise ConfigError(f"{spec}: is a run directory, not a config; `anchorlab eval {spec}` evaluates it and "
+                          f"`anchorlab train {p / 'config.yaml'} --out {spec}` resumes it")
+    name = spec if spec.endswith(".yaml") else f"{spec}.yaml"
+    is_sweep = (SWEEP_DIR / name).is_file() and not (PRESET_DIR / name).is_file() and not p.exists()
+    if p.is_file() and p.suffix in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            data = yaml.safe_load(p.read_text())
+        except yaml.YAMLError:
+            data = None
+        is_sweep = isinstance(data, dict) and ("axes" in data or "zip" in data or "base" in data)
+    if is_sweep:
+        raise ConfigError(f"{spec}: is a sweep spec, not a config; run it with `anchorlab sweep {spec}` "
+                          f"(`--dry-run` lists its runs)")
+    return spec
 
 
 def _print_metrics(task, metrics: dict) -> None:
@@ -33,9 +98,15 @@ def _cmd_train(a: argparse.Namespace) -> int:
     from .config import load_config
     from .train import train
 
-    cfg = load_config(a.config, a.set)
+    cfg = load_config(_config_arg(a.config, "train"), a.set)
     out = Path(a.out) if a.out else Path("runs") / f"{cfg.name}-{cfg.run_id()}"
-    res = train(cfg, out, progress=not a.no_progress)
+    _will_create(a, out)
+    try:
+        res = train(cfg, out, progress=not a.no_progress, announce=lambda line: print(line, flush=True))
+    except BaseException as e:
+        if not isinstance(e, ConfigError):
+            a.resume_note = _resume_note(out, "anchorlab " + shlex.join(a.argv))
+        raise
     f = res.final
     print(f"run {out}  task={cfg.task.name}  status={f['status']}  steps={f['steps']}  "
           f"wall={f['wall_seconds']:.1f}s")
@@ -43,6 +114,19 @@ def _cmd_train(a: argparse.Namespace) -> int:
         print(f"precision: {f['precision']['matmul_dtype']} matmuls ({f['precision']['reason']})")
     _print_metrics(res.task, f["final"])
     return 0
+
+
+def _resume_note(run_dir: Path, command: str) -> str:
+    """What re-running will do after a run stopped: resume from its checkpoint, or start over."""
+    from .train.checkpoint import load_checkpoint
+
+    try:
+        ck = load_checkpoint(run_dir, map_location="cpu") if run_dir.is_dir() else None
+    except Exception:  # noqa: BLE001 - an unreadable checkpoint: say so, never fail while reporting
+        ck = None
+    if ck is None:
+        return f"{run_dir}: no checkpoint yet; re-running starts from step 0"
+    return f"{run_dir}: checkpoint at step {int(ck['step']):,}; `{command}` resumes from it"
 
 
 def _cmd_eval(a: argparse.Namespace) -> int:
@@ -53,7 +137,7 @@ def _cmd_eval(a: argparse.Namespace) -> int:
     from .tasks.base import build_task
     from .train import load_run
 
-    res = load_run(a.run)
+    res = load_run(_run_arg(a.run))
     task, cfg = res.task, res.cfg
     if a.set:
         bad = [s for s in a.set if not s.startswith("task.")]
@@ -64,10 +148,15 @@ def _cmd_eval(a: argparse.Namespace) -> int:
         res = replace(res, task=task, cfg=cfg)
     result = task.evaluate(res.model, task.eval_data(cfg.train.data_seed))
     out = Path(a.out) if a.out else Path(a.run)
+    _will_create(a, out)
+    state = "finished" if res.finished else "unfinished"
+    of = f" of {res.total_steps:,}" if res.total_steps else ""
+    print(f"{a.run}: step {res.step:,}{of}, {state}" + ("" if res.finished else " (its latest checkpoint)"))
     written = []
     for name, table in result.tables.items():
         written.append(atomic_write(out / f"eval_{name}.csv", lambda p, t=table: t.to_csv(p, index=False)))
-    written.append(write_json(out / "eval.json", result.metrics))
+    run_state = {"step": res.step, "total_steps": res.total_steps, "run_status": res.final.get("status", state)}
+    written.append(write_json(out / "eval.json", run_state | result.metrics))
     _print_metrics(task, result.metrics)
     for line in getattr(task, "summary_lines", lambda r: [])(result):
         print(line)
@@ -75,13 +164,37 @@ def _cmd_eval(a: argparse.Namespace) -> int:
     return 0
 
 
+def _run_arg(path: str) -> str:
+    """A run directory argument, refused in one line when it is a sweep directory or a spec."""
+    p = Path(path)
+    if p.is_dir() and (p / "results.sqlite").exists() and not (p / "config.yaml").exists():
+        raise ConfigError(f"{path}: is a sweep directory, not a run; `anchorlab report {path}` draws its figures "
+                          f"and tables, or eval one of its runs: `anchorlab eval {p / 'runs' / '<run_id>'}`")
+    if p.is_file():
+        raise ConfigError(f"{path}: is a file; eval takes a run directory (the --out of `anchorlab train`)"
+                          + (f"; a sweep spec runs with `anchorlab sweep {path}`" if p.suffix in (".yaml", ".yml")
+                             else ""))
+    if not p.exists():
+        from .sweep.grid import SWEEP_DIR
+
+        if (SWEEP_DIR / f"{path}.yaml").is_file():
+            raise ConfigError(f"{path}: is a sweep spec, not a run directory; `anchorlab sweep {path}` runs it")
+        raise ConfigError(f"run {path}: no such directory")
+    return path
+
+
 def _cmd_demo(a: argparse.Namespace) -> int:
     import pandas as pd
 
     from .demo import DEMO_GAMMAS, DEMO_PRESET, run_demo
 
+    if a.dry_run:
+        from .demo import demo_spec
+
+        return _dry_run(demo_spec(a.set, a.seeds), Path(a.out), a.workers)
     print(f"anchorlab demo: training a large-init and a small-init model on the 'neurips' anchor task "
           f"(preset {DEMO_PRESET}, gammas {DEMO_GAMMAS}) in {a.workers} worker process(es)...", flush=True)
+    _will_create(a, Path(a.out))
     table = run_demo(a.out, a.set, workers=a.workers, progress=not a.no_progress, seeds=a.seeds)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(table.drop(columns=["train_acc", "run_dir"] + (["seed"] if a.seeds == 1 else []), errors="ignore")
@@ -105,6 +218,13 @@ def _cmd_robustness(a: argparse.Namespace) -> int:
     print(f"robustness: {a.op_sets} op sets x {len(seeds)} seeds x settings "
           f"{', '.join(f'{s.name} {s.overrides}' for s in settings)}; base {a.config}; out {out}"
           + (f"; regime map over {vary}" if vary else ""), flush=True)
+
+    if a.dry_run:
+        from .robustness import random_op_sets, study_spec
+
+        ops = random_op_sets(a.op_sets, a.op_seed, include_papers=not a.no_papers_op_set)
+        return _dry_run(study_spec(a.config, ops, seeds, settings, a.set, vary=vary), out, a.workers or 2)
+    _will_create(a, out)
 
     def done(run, status: str) -> None:
         if not a.no_progress:
@@ -150,20 +270,47 @@ def _parse_stack(text: str) -> str | int:
     return stack
 
 
-def _cmd_sweep(a: argparse.Namespace) -> int:
+def _dry_run(spec, out: Path, workers: int) -> int:
+    """Print a sweep's runs, what would be done and the estimated compute of the runs to do; train nothing."""
     import pandas as pd
 
-    from .sweep.grid import load_sweep, resolve_sweep
+    from .reproduce.estimate import ASSUMPTIONS, describe_compute, sweep_compute
+    from .sweep.grid import expand, load_sweep
+    from .sweep.runner import plan_sweep
+
+    spec = load_sweep(spec)
+    plan = plan_sweep(spec, out)
+    with pd.option_context("display.width", 200, "display.max_rows", 500, "display.max_columns", 30):
+        print(plan.to_string(index=False))
+    todo = set(plan.run_id[plan.action != "skip"]) if len(plan) else set()
+    print(f"{len(plan)} runs; {len(todo)} to do; out: {out}")
+    c = sweep_compute([r.config for r in expand(spec) if r.run_id in todo], max(workers, 1))
+    print(f"estimated for the runs to do with {max(workers, 1)} worker(s): {describe_compute(c)}")
+    print(f"(assumes {ASSUMPTIONS}); nothing was trained")
+    return 0
+
+
+def _cmd_sweep(a: argparse.Namespace) -> int:
+    import dataclasses
+
+    from .sweep.grid import SWEEP_DIR, load_sweep, resolve_sweep
     from .sweep.runner import plan_sweep, run_sweep
 
-    spec = load_sweep(resolve_sweep(a.spec))
-    out = Path(a.out) if a.out else Path("runs") / spec.name
-    plan = plan_sweep(spec, out)
-    if a.dry_run:
-        with pd.option_context("display.width", 200, "display.max_rows", 500, "display.max_columns", 30):
-            print(plan.to_string(index=False))
-        print(f"{len(plan)} runs; {int((plan.action != 'skip').sum())} to do; out: {out}")
+    if a.list or not a.spec:
+        print("sweep presets (name, or any sweep YAML path):")
+        for q in sorted(SWEEP_DIR.glob("*.yaml")):
+            print(f"  {q.stem}")
         return 0
+    spec = load_sweep(resolve_sweep(a.spec))
+    if a.set:
+        from .sweep.grid import parse_set
+
+        spec = dataclasses.replace(spec, set=spec.set + parse_set(list(a.set)))
+    out = Path(a.out) if a.out else Path("runs") / spec.name
+    if a.dry_run:
+        return _dry_run(spec, out, a.workers or 2)
+    plan = plan_sweep(spec, out)
+    _will_create(a, out)
     todo = int((plan.action != "skip").sum())
     print(f"sweep {spec.name}: {len(plan)} runs, {todo} to do, executor={a.executor}, out={out}", flush=True)
     bar, on_result = _progress_bar(todo, spec.name, not a.no_progress)
@@ -256,101 +403,133 @@ def _cmd_bench(a: argparse.Namespace) -> int:
     return 0
 
 
+class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Descriptions as written (the workflow), every option with its default.
+
+    A help that states its default itself, a switch (off by default) and an
+    option without one (None, an empty list) are left as written.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, [], False, argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="anchorlab", description=__doc__)
-    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    from . import __version__
 
-    def with_config(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("config", help="YAML file or preset name (e.g. neurips/paper, demo/small, scan/cpu)")
-        sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="dotted override, e.g. --set init.gamma=0.8 (repeatable)")
+    p = argparse.ArgumentParser(prog="anchorlab", description=__doc__, epilog=WORKFLOW, formatter_class=_Help)
+    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level (also after the command)")
+    p.add_argument("--version", action="version", version=f"anchorlab {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
-    sp = sub.add_parser("config", help="print the resolved config and its run id")
-    with_config(sp)
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help, description=help, formatter_class=_Help)
+        # SUPPRESS: an absent -v here keeps the value given before the command
+        sp.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at INFO level")
+        return sp
+
+    def overrides(sp: argparse.ArgumentParser, help: str, metavar: str = "KEY=VALUE") -> None:
+        sp.add_argument("--set", action="append", default=[], metavar=metavar, help=help + " (repeatable)")
+
+    def execution(sp: argparse.ArgumentParser, workers: str = "parallel runs (default: the CPU count)") -> None:
+        sp.add_argument("--executor", default="process", choices=["process", "inprocess", "ray"],
+                        help="where runs train: a local process pool, this process, or a Ray cluster")
+        sp.add_argument("--workers", type=int, default=None, help=workers)
+
+    def no_progress(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--no-progress", action="store_true", help="no progress bar or per-run lines")
+
+    sp = command("config", "print the resolved config, its run id and its peak lr; --list the presets")
+    sp.add_argument("config", nargs="?", help="YAML file or preset name (e.g. neurips/paper, demo/small, scan/cpu)")
+    overrides(sp, "dotted override, e.g. --set init.gamma=0.8")
+    sp.add_argument("--list", action="store_true", help="list the config presets")
+    sp.add_argument("--reference", action="store_true",
+                    help="print the reference of every config field (markdown, as docs/config_reference.md)")
     sp.set_defaults(fn=_cmd_config)
 
-    sp = sub.add_parser("train", help="train one model (any task)")
-    with_config(sp)
-    sp.add_argument("--out", help="run directory (default runs/<name>-<run_id>); resumes if it exists")
-    sp.add_argument("--no-progress", action="store_true")
+    sp = command("train", "train one model (any task); re-running the same command resumes it")
+    sp.add_argument("config", help="YAML file or preset name (e.g. neurips/paper, demo/small, scan/cpu)")
+    overrides(sp, "dotted override, e.g. --set init.gamma=0.8")
+    sp.add_argument("--out", help="run directory (default: runs/<name>-<run_id>); resumes if it exists")
+    no_progress(sp)
     sp.set_defaults(fn=_cmd_train)
 
-    sp = sub.add_parser("eval", help="re-evaluate a trained run: the task's metrics and tables (CSV)")
+    sp = command("eval", "re-evaluate a trained (or unfinished) run: the task's metrics and tables (CSV)")
     sp.add_argument("run", help="run directory")
-    sp.add_argument("--set", action="append", default=[], metavar="task.KEY=VALUE",
-                    help="task override for this evaluation, e.g. task.n_eval_per_group=2000")
+    overrides(sp, "task override for this evaluation, e.g. task.n_eval_per_group=2000", "task.KEY=VALUE")
     sp.add_argument("--out", help="where to write eval files (default: the run directory)")
     sp.set_defaults(fn=_cmd_eval)
 
-    sp = sub.add_parser("demo", help="train a large-init and a small-init model and compare them")
-    sp.add_argument("--out", default="demo_out")
-    sp.add_argument("--workers", type=int, default=2, help="parallel training processes (default 2)")
+    sp = command("demo", "train a large-init and a small-init model and compare them")
+    sp.add_argument("--out", default="demo_out", help="output directory (resumable)")
+    sp.add_argument("--workers", type=int, default=2, help="parallel training processes")
     sp.add_argument("--seeds", type=int, default=1, help="seeds per model; the contrast rate is reported over them")
-    sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override the demo config for both models")
-    sp.add_argument("--no-progress", action="store_true")
+    overrides(sp, "override the demo config for both models")
+    sp.add_argument("--dry-run", action="store_true", help="print the runs and their estimated cost; train nothing")
+    no_progress(sp)
     sp.set_defaults(fn=_cmd_demo)
 
-    sp = sub.add_parser("robustness", help="the headline over random anchor op sets x seeds: large vs small init")
-    sp.add_argument("config", nargs="?", default="demo/small", help="base config (default demo/small)")
+    sp = command("robustness", "the headline over random anchor op sets x seeds: large vs small init")
+    sp.add_argument("config", nargs="?", default="demo/small", help="base config")
     sp.add_argument("--out", required=True, help="study directory (resumable)")
-    sp.add_argument("--op-sets", type=int, default=5, help="number of op sets, the papers' first (default 5)")
+    sp.add_argument("--op-sets", type=int, default=5, help="number of op sets, the papers' first")
     sp.add_argument("--no-papers-op-set", action="store_true", help="draw every op set at random")
     sp.add_argument("--op-seed", type=int, default=0, help="seed of the op-set draw")
-    sp.add_argument("--seeds", type=int, default=3, help="seeds per op set and setting (default 3)")
+    sp.add_argument("--seeds", type=int, default=3, help="seeds per op set and setting")
     sp.add_argument("--setting", action="append", default=[], metavar="NAME:KEY=VALUE[,...]",
                     help="a model setting, first the memorizing one, e.g. large_init:init.gamma=0.3 "
-                         "(default: the demo's two gammas)")
-    sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
+                         "(none given: the demo's two gammas)")
+    overrides(sp, "override for every run")
     sp.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2[,...]",
                     help="regime map: repeat the study at each value (several --vary are crossed), "
                          "e.g. --vary train.epochs=3,12 --vary optim.peak_lr=5e-4,2e-3; writes map.csv")
-    sp.add_argument("--executor", default="process", choices=["process", "inprocess", "ray"])
-    sp.add_argument("--workers", type=int, default=None)
-    sp.add_argument("--no-progress", action="store_true")
+    sp.add_argument("--dry-run", action="store_true", help="print the runs and their estimated cost; train nothing")
+    execution(sp)
+    no_progress(sp)
     sp.set_defaults(fn=_cmd_robustness)
 
-    sp = sub.add_parser("sweep", help="run (or resume) a sweep: a base config x axes, results in SQLite")
-    sp.add_argument("spec", help="sweep YAML or preset (e.g. fig2_cpu)")
-    sp.add_argument("--out", help="sweep directory (default runs/<name>)")
-    sp.add_argument("--dry-run", action="store_true", help="list the runs, each run's peak lr, and what would be done")
-    sp.add_argument("--executor", default="process", choices=["process", "inprocess", "ray"])
-    sp.add_argument("--workers", type=int, default=None, help="parallel runs (default: CPU count)")
+    sp = command("sweep", "run (or resume) a sweep: a base config x axes, results in SQLite; --list the presets")
+    sp.add_argument("spec", nargs="?", help="sweep YAML or preset (e.g. fig2_cpu)")
+    sp.add_argument("--list", action="store_true", help="list the sweep presets")
+    overrides(sp, "dotted override for every run, after the spec's own set, e.g. --set train.epochs=2")
+    sp.add_argument("--out", help="sweep directory (default: runs/<name>)")
+    sp.add_argument("--dry-run", action="store_true",
+                    help="list the runs, each run's peak lr, what would be done and its estimated cost; train nothing")
+    execution(sp)
     sp.add_argument("--stack", default="auto",
                     help="train same-shape runs as stacked models: auto (where faster), never, or a max size")
-    sp.add_argument("--no-progress", action="store_true")
+    no_progress(sp)
     sp.set_defaults(fn=_cmd_sweep)
 
-    sp = sub.add_parser("report", help="HTML page with the figures and tables of a sweep")
-    sp.add_argument("sweep_dir")
+    sp = command("report", "HTML page with the figures and tables of a sweep")
+    sp.add_argument("sweep_dir", help="a sweep directory (the --out of `anchorlab sweep`)")
     sp.add_argument("--screenshot", metavar="PNG", help="also render the page with headless Chromium into PNG")
     sp.set_defaults(fn=_cmd_report)
 
-    sp = sub.add_parser("analyze", help="analyses of trained runs (PNG + CSV); --list shows them")
+    sp = command("analyze", "analyses of trained runs (PNG + CSV); --list shows them")
     sp.add_argument("args", nargs="*", metavar="RUN... ANALYSIS",
                     help="run directory (several for multi-run analyses) then the analysis name")
     sp.add_argument("--list", action="store_true", help="list the analyses and the tasks they apply to")
-    sp.add_argument("--out", help="output directory (default RUN/analysis)")
+    sp.add_argument("--out", help="output directory (default: RUN/analysis)")
     sp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="analysis option, YAML value, e.g. --option keys=[30,31,32] (see docs/mechanism.md)")
     sp.set_defaults(fn=_cmd_analyze)
 
-    sp = sub.add_parser("reproduce", help="reproduce a paper figure: sweep + analyses + figure + paper values")
+    sp = command("reproduce", "reproduce a paper figure: sweep + analyses + figure + paper values")
     sp.add_argument("figure", nargs="?", help="figure id (see --list)")
     sp.add_argument("--list", action="store_true", help="list the figures, their runs and estimated compute")
-    sp.add_argument("--scale", default="cpu", choices=["cpu", "paper"])
-    sp.add_argument("--out", help="output directory (default runs/reproduce/<figure>-<scale>)")
-    sp.add_argument("--executor", default="process", choices=["process", "inprocess", "ray"])
-    sp.add_argument("--workers", type=int, default=None)
-    sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="extra override for every run of the figure's sweep (e.g. train.epochs=2)")
+    sp.add_argument("--scale", default="cpu", choices=["cpu", "paper"], help="the figure's CPU or paper-scale sweep")
+    sp.add_argument("--out", help="output directory (default: runs/reproduce/<figure>-<scale>)")
+    execution(sp)
+    overrides(sp, "extra override for every run of the figure's sweep (e.g. train.epochs=2)")
     sp.add_argument("--dry-run", action="store_true", help="list the runs without training")
-    sp.add_argument("--no-progress", action="store_true")
+    no_progress(sp)
     sp.set_defaults(fn=_cmd_reproduce)
 
-    sp = sub.add_parser("bench", help="this CPU's matmul peak per dtype and the training step per precision",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sp = command("bench", "this CPU's matmul peak per dtype and the training step per precision")
     sp.add_argument("--shapes", default="demo,paper", help="demo (demo/small) and/or paper (neurips/paper, batch 2048)")
     sp.add_argument("--precisions", default="fp32,bf16", help="fp32 (train.amp=none) and/or bf16 (train.amp=bf16)")
     sp.add_argument("--steps", default="demo=20,paper=4", help="timed steps per shape")
@@ -364,9 +543,41 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _will_create(a: argparse.Namespace, out: Path) -> None:
+    """Note the folders an output directory will add, so that a failure removes them if they stay empty."""
+    out = out.absolute()
+    if out.exists():
+        return
+    while not out.parent.exists():
+        out = out.parent
+    a.created = [*getattr(a, "created", []), out]
+
+
+def _remove_if_empty(path: Path) -> None:
+    """Remove the folder tree ``path`` when no file was written in it."""
+    if not path.is_dir() or any(f.is_file() or f.is_symlink() for f in path.rglob("*")):
+        return
+    for d in sorted((q for q in path.rglob("*") if q.is_dir()), key=lambda q: len(q.parts), reverse=True):
+        d.rmdir()
+    path.rmdir()
+
+
+def _name_flags(msg: str, a: argparse.Namespace) -> str:
+    """Prefix an error about a dotted config key with the ``--set KEY=VALUE`` the user typed for it."""
+    head = msg.split(":", 1)[0].split("[", 1)[0].strip()
+    if head.startswith("out_dir ") and getattr(a, "out", None):
+        return f"--out {msg.removeprefix('out_dir ')}"
+    for ov in getattr(a, "set", None) or []:
+        key = ov.split("=", 1)[0].strip() if isinstance(ov, str) else ""
+        if key and (head == key or head.startswith(key + ".") or key.startswith(head + ".")):
+            return f"--set {ov}: {msg}"
+    return msg
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv
     if args.cmd == "reproduce":
         args.scale_given = "--scale" in argv or any(x.startswith("--scale=") for x in argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -374,11 +585,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except ConfigError as e:
-        print(f"anchorlab: error: {e}", file=sys.stderr)
+        _cleanup(args)
+        print(f"anchorlab: error: {_name_flags(str(e), args)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("anchorlab: interrupted (runs resume from their last checkpoint)", file=sys.stderr)
+        _cleanup(args)
+        note = getattr(args, "resume_note", None) or (
+            "re-running the same command skips the finished runs and resumes any run that has a checkpoint")
+        print(f"anchorlab: interrupted; {note}", file=sys.stderr)
         return 130
+    except BaseException:
+        _cleanup(args)
+        if getattr(args, "resume_note", None):
+            print(f"anchorlab: failed; {args.resume_note}", file=sys.stderr)
+        raise
+
+
+def _cleanup(a: argparse.Namespace) -> None:
+    for path in getattr(a, "created", []):
+        _remove_if_empty(path)
 
 
 if __name__ == "__main__":

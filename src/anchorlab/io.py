@@ -46,8 +46,10 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _create_temp(path)
+    mode = os.stat(tmp).st_mode & 0o777
     try:
         write(Path(tmp))
+        os.chmod(tmp, mode)   # a writer that recreates the file (safetensors does, 0600) gets the same mode
         fsync_path(tmp)
         os.replace(tmp, path)
         fsync_path(path.parent)

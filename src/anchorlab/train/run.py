@@ -189,9 +189,9 @@ def completed_final(run_dir: Path, cfg: ExperimentConfig) -> dict[str, Any] | No
 
 
 def finalize(cfg: ExperimentConfig, run_dir: Path, history: list[dict[str, Any]], status: str, wall: float,
-             step: int, precision: Precision | None = None) -> dict[str, Any]:
+             step: int, precision: Precision | None = None, total: int | None = None) -> dict[str, Any]:
     """Write final.json: the last and best value of every metric (best = min for losses), history, versions,
-    and the precision the run trained in."""
+    the precision the run trained in, and the steps it planned (``total_steps``)."""
     last = history[-1] if history else {}
     metrics = [k for k in last if k not in NOT_METRICS and isinstance(last[k], (int, float))]
     best = {}
@@ -199,7 +199,7 @@ def finalize(cfg: ExperimentConfig, run_dir: Path, history: list[dict[str, Any]]
         vals = [h[k] for h in history[1:] if isinstance(h.get(k), (int, float)) and math.isfinite(h[k])]
         if vals:
             best[k] = min(vals) if lower_is_better(k) else max(vals)
-    final = {"run_id": cfg.run_id(), "name": cfg.name, "status": status, "steps": step,
+    final = {"run_id": cfg.run_id(), "name": cfg.name, "status": status, "steps": step, "total_steps": total,
              "final": {k: last[k] for k in metrics}, "best": best, "history": history,
              "wall_seconds": wall, "versions": versions(), "config": cfg.to_dict()}
     if precision is not None:
@@ -311,6 +311,14 @@ class RunState:
     def wall(self) -> float:
         return self.wall_before + time.perf_counter() - self.t0
 
+    def start_line(self) -> str:
+        """What is about to happen: new run or resume, steps, evaluation and checkpoint cadence, peak lr."""
+        spe, total, every = self.plan
+        state = f"resuming from step {self.step:,} of {total:,}" if self.step else f"new run, {total:,} steps"
+        return (f"{self.run_dir}: {state} ({spe:,} per epoch at batch {self.cfg.train.batch_size:,}); evaluation "
+                f"every {every:,} steps and at the end, checkpoint every {self.checkpoint_every:,}; peak lr "
+                f"{self.cfg.optim.peak:.3g}; task {self.cfg.task.name} on {self.device}")
+
     # ---- events
     def record(self, step: int, model: torch.nn.Module, loss_mean: float) -> dict[str, Any]:
         """Evaluate ``model`` at ``step``; append the row to metrics.jsonl and the history."""
@@ -342,12 +350,13 @@ class RunState:
 
     def checkpoint(self, step: int, model_state: dict[str, torch.Tensor], optimizer_state: dict) -> None:
         save_checkpoint(self.run_dir, {"model": model_state, "optimizer": optimizer_state, "step": step,
-                                       "wall_seconds": self.wall()})
+                                       "total_steps": self.plan[1], "wall_seconds": self.wall()})
 
     def finish(self, model: torch.nn.Module, status: str, step: int) -> dict[str, Any]:
         """Save the final weights and write final.json."""
         save_weights(self.run_dir / "model.safetensors", model, {"run_id": self.cfg.run_id()})
-        final = finalize(self.cfg, self.run_dir, self.history, status, self.wall(), step, self.precision)
+        final = finalize(self.cfg, self.run_dir, self.history, status, self.wall(), step, self.precision,
+                         self.plan[1])
         if self.tracker is not None:
             self.tracker.finish(final, self.task.headline)
         return final

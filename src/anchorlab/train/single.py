@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +34,17 @@ def train_step(model: torch.nn.Module, fwd: Any, opt: torch.optim.Optimizer, tas
 
 def train_single(cfg: ExperimentConfig, run_dir: str | Path, task: Task, device: torch.device, *,
                  callbacks: Sequence[Callback] = (), progress: bool = False,
-                 stop_after_step: int | None = None) -> tuple[torch.nn.Module, dict[str, Any]]:
+                 stop_after_step: int | None = None, announce: Callable[[str], None] | None = None
+                 ) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Train (or resume) one model; return it and its final.json dict.
 
     ``stop_after_step`` ends the loop after the checkpoint at that step
     without writing final.json (status ``interrupted``), to test resume.
+    ``announce`` receives the run's start line before the first step.
     """
     st = RunState.open(cfg, run_dir, task, device, callbacks)
+    if announce:
+        announce(st.start_line())
     model, opt = st.model, st.optimizer
     data = st.train_data.to(device)
     spe, total, eval_every = st.plan

@@ -1,0 +1,202 @@
+"""What the command line tells a user: run state (start line, resume, already finished, unfinished eval),
+help and defaults, presets, dry runs, errors that name the flag and the right command, no empty leftovers."""
+
+import argparse
+import json
+import os
+import re
+
+import pytest
+
+from anchorlab.cli import build_parser, main
+from anchorlab.config import experiment_from_dict
+
+
+def _sets(items):
+    return [x for s in items for x in ("--set", s)]
+
+
+@pytest.fixture
+def tiny(tiny_overrides):
+    return tiny_overrides + ["train.eval_every=8"]
+
+
+# ------------------------------------------------------------------ run state
+def test_train_says_what_it_will_do_and_a_finished_run_is_left_untouched(tmp_path, tiny, capsys):
+    run = tmp_path / "run"
+    args = ["train", "demo/small", "--out", str(run), "--no-progress", *_sets(tiny)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    line = out.splitlines()[0]
+    assert line == (f"{run}: new run, 32 steps (16 per epoch at batch 256); evaluation every 8 steps and at the "
+                    "end, checkpoint every 8; peak lr 0.002; task anchor on cpu")
+    before = {p.name: p.stat().st_mtime_ns for p in run.iterdir()}
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"{run}: already finished (finished at step 32); nothing trained or rewritten"
+    assert "status=finished" in out
+    assert {p.name: p.stat().st_mtime_ns for p in run.iterdir()} == before
+
+
+def test_resume_is_announced_and_eval_of_an_unfinished_run_names_its_step(tmp_path, tiny, capsys):
+    from anchorlab.train import train
+
+    from anchorlab.config import load_config
+
+    run = tmp_path / "run"
+    train(load_config("demo/small", tiny), run, stop_after_step=8)
+    assert main(["eval", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"{run}: step 8 of 32, unfinished (its latest checkpoint)"
+    ev = json.loads((run / "eval.json").read_text())
+    assert (ev["step"], ev["total_steps"], ev["run_status"]) == (8, 32, "unfinished") and "id_acc" in ev
+    assert main(["train", "demo/small", "--out", str(run), "--no-progress", *_sets(tiny)]) == 0
+    assert capsys.readouterr().out.startswith(f"{run}: resuming from step 8 of 32 (16 per epoch")
+    assert main(["train", "demo/small", "--out", str(run), "--no-progress", "--set", "init.gamma=0.9"]) == 2
+    assert capsys.readouterr().err.startswith(f"anchorlab: error: --out {run}: holds a different run")
+
+
+def test_an_interrupted_train_promises_a_resume_only_with_a_checkpoint(tmp_path, tiny, capsys, monkeypatch):
+    import anchorlab.train as T
+
+    real = T.train
+
+    def killed_after_a_checkpoint(cfg, out, **kw):
+        real(cfg, out, stop_after_step=8)
+        raise KeyboardInterrupt
+
+    def killed_at_once(cfg, out, **kw):
+        out.mkdir(parents=True)
+        raise KeyboardInterrupt
+
+    args = ["train", "demo/small", "--no-progress", *_sets(tiny)]
+    monkeypatch.setattr(T, "train", killed_after_a_checkpoint)
+    assert main([*args, "--out", str(tmp_path / "a")]) == 130
+    err = capsys.readouterr().err
+    assert "checkpoint at step 8" in err and "resumes from it" in err and str(tmp_path / "a") in err
+    monkeypatch.setattr(T, "train", killed_at_once)
+    assert main([*args, "--out", str(tmp_path / "b" / "run")]) == 130
+    err = capsys.readouterr().err
+    assert "no checkpoint yet; re-running starts from step 0" in err and "resumes" not in err
+    assert not (tmp_path / "b").exists()                 # the empty folders it made are gone
+
+
+def test_files_a_run_writes_are_readable_by_the_group(tmp_path, tiny):
+    from anchorlab.train import train
+
+    old = os.umask(0o022)
+    try:
+        train(experiment_from_dict({}, tiny), tmp_path / "run")
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "run").iterdir() if p.is_file()}
+    assert {"final.json", "model.safetensors", "checkpoint.pt", "config.yaml"} <= set(modes)
+    assert set(modes.values()) == {0o644}, modes
+
+
+# ------------------------------------------------------------------ help, presets, version
+def _actions(parser):
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, sp in a.choices.items():
+                yield from ((name, b) for b in sp._actions)
+        else:
+            yield "anchorlab", a
+
+
+def test_every_flag_has_help_and_shows_its_default(capsys):
+    p = build_parser()
+    for cmd, a in _actions(p):
+        if isinstance(a, (argparse._HelpAction, argparse._SubParsersAction, argparse._VersionAction)):
+            continue
+        assert a.help, (cmd, a.dest)
+    for cmd in ("train", "sweep", "robustness", "demo", "reproduce", "eval", "config"):
+        with pytest.raises(SystemExit):
+            main([cmd, "-h"])
+        text = " ".join(capsys.readouterr().out.split())
+        for _, a in ((c, a) for c, a in _actions(p) if c == cmd):
+            if a.option_strings and a.default not in (None, False, [], argparse.SUPPRESS) and a.help:
+                assert f"default: {a.default}" in text, (cmd, a.dest)
+    with pytest.raises(SystemExit):
+        main(["-h"])
+    assert "workflow:" in capsys.readouterr().out
+
+
+def test_version_verbose_after_the_command_and_preset_lists(capsys):
+    from anchorlab import __version__
+
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.strip() == f"anchorlab {__version__}"
+    assert build_parser().parse_args(["config", "demo/small", "-v"]).verbose is True
+    assert build_parser().parse_args(["-v", "config", "demo/small"]).verbose is True
+    assert build_parser().parse_args(["config", "demo/small"]).verbose is False
+    assert main(["config", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "  demo/small" in out and "  neurips/paper" in out
+    assert main(["sweep", "--list"]) == 0
+    assert "  fig2_cpu" in capsys.readouterr().out
+
+
+def test_config_prints_the_peak_lr_and_how_it_follows_from_optim_lr(capsys):
+    assert main(["config", "demo/small", "--set", "optim.lr=1e-4", "--set", "optim.warmup_multiplier=5"]) == 0
+    out = capsys.readouterr().out
+    assert "# peak lr 0.0005 (optim.lr x optim.warmup_multiplier = 0.0001 x 5)" in out
+    assert main(["config", "demo/small", "--set", "optim.peak_lr=3e-3"]) == 0
+    assert "# peak lr 0.003 (optim.peak_lr)" in capsys.readouterr().out
+
+
+def test_the_committed_config_reference_is_the_generated_one():
+    from pathlib import Path
+
+    from anchorlab.config.reference import config_reference
+
+    text = config_reference()
+    committed = (Path(__file__).resolve().parents[1] / "docs" / "config_reference.md").read_text()
+    assert committed == text, "docs/config_reference.md is stale: anchorlab config --reference > docs/config_reference.md"
+    for field in ("`gamma`", "`peak_lr`", "`stop_when`", "`n_train`", "`warmup_multiplier`", "(task.name: concepts)"):
+        assert field in text, field
+
+
+# ------------------------------------------------------------------ dry runs, --set on sweep
+def test_dry_runs_print_the_runs_and_their_cost_and_train_nothing(tmp_path, tiny, capsys):
+    assert main(["demo", "--out", str(tmp_path / "d"), "--dry-run", *_sets(tiny)]) == 0
+    out = capsys.readouterr().out
+    assert "2 runs; 2 to do" in out and re.search(r"~[\d.e+-]+ h on this CPU", out) and "nothing was trained" in out
+    assert main(["robustness", "--out", str(tmp_path / "r"), "--op-sets", "2", "--seeds", "1", "--dry-run",
+                 *_sets(tiny)]) == 0
+    out = capsys.readouterr().out
+    assert "4 runs; 4 to do" in out and "h on one GPU" in out
+    assert main(["sweep", "fig2_cpu", "--out", str(tmp_path / "s"), "--dry-run", "--set", "train.epochs=1"]) == 0
+    out = capsys.readouterr().out
+    assert "16 runs; 16 to do" in out
+    assert not any(tmp_path.iterdir())
+
+
+def test_sweep_set_changes_every_run(tmp_path, capsys):
+    from anchorlab.sweep.grid import expand, load_sweep, resolve_sweep
+
+    assert main(["sweep", "fig2_cpu", "--dry-run", "--out", str(tmp_path / "s"), "--set", "train.epochs=1"]) == 0
+    ids = set(re.findall(r"\b[0-9a-f]{12}\b", capsys.readouterr().out))
+    plain = {r.run_id for r in expand(load_sweep(resolve_sweep("fig2_cpu")))}
+    assert len(ids) == 16 and not ids & plain
+
+
+# ------------------------------------------------------------------ errors
+def test_errors_name_the_flag_and_what_to_run_instead(tmp_path, capsys):
+    assert main(["train", "demo/small", "--set", "init.gamma=9", "--out", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.startswith("anchorlab: error: --set init.gamma=9: init.gamma")
+    assert main(["train", "demo/small", "--set", "init.gama=0.5"]) == 2
+    assert "--set init.gama=0.5: init.gama" in capsys.readouterr().err
+    assert main(["train", "fig2_cpu"]) == 2
+    assert "is a sweep spec, not a config; run it with `anchorlab sweep fig2_cpu`" in capsys.readouterr().err
+    sweep = tmp_path / "sw"
+    sweep.mkdir()
+    (sweep / "results.sqlite").write_bytes(b"")
+    assert main(["eval", str(sweep)]) == 2
+    assert f"is a sweep directory, not a run; `anchorlab report {sweep}`" in capsys.readouterr().err
+    assert main(["train", str(sweep)]) == 2
+    assert "is a sweep directory, not a config" in capsys.readouterr().err
+    assert main(["eval", "fig2_cpu"]) == 2
+    assert "`anchorlab sweep fig2_cpu` runs it" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
