@@ -67,6 +67,14 @@ def test_run_table_has_status_axes_headline_wall_time_and_links(report):
         assert re.search(r"<td>[01]\.\d{3}</td>", r)             # an accuracy
 
 
+def test_the_run_table_note_says_what_its_rows_and_values_are(report):
+    note = report[1].split("</table>", 1)[1].split('<p class="note">', 1)[1].split("</p>", 1)[0]
+    assert note.startswith("One row per run of the sweep (3, failed and unfinished ones included)")
+    assert "that run&#x27;s own value, its best value over the evaluations" in note or \
+        "that run's own value, its best value over the evaluations" in note
+    assert "nothing averaged" in note and "The cells further down aggregate these runs" in note
+
+
 def test_every_figure_has_a_caption_with_its_metric_definition(sweep_dir, report):
     html = report[1]
     figs = re.findall(r"<figure.*?</figure>", html, flags=re.S)

@@ -179,7 +179,7 @@ def _run_arg(path: str) -> str:
 
         if (SWEEP_DIR / f"{path}.yaml").is_file():
             raise ConfigError(f"{path}: is a sweep spec, not a run directory; `anchorlab sweep {path}` runs it")
-        raise ConfigError(f"run {path}: no such directory")
+        raise ConfigError(f"run {path}: no such directory, so not a run directory (the --out of `anchorlab train`)")
     return path
 
 
@@ -563,14 +563,14 @@ def _remove_if_empty(path: Path) -> None:
 
 
 def _name_flags(msg: str, a: argparse.Namespace) -> str:
-    """Prefix an error about a dotted config key with the ``--set KEY=VALUE`` the user typed for it."""
+    """Point an error about a dotted config key at the ``--set KEY=VALUE`` the user typed for it."""
     head = msg.split(":", 1)[0].split("[", 1)[0].strip()
     if head.startswith("out_dir ") and getattr(a, "out", None):
         return f"--out {msg.removeprefix('out_dir ')}"
     for ov in getattr(a, "set", None) or []:
         key = ov.split("=", 1)[0].strip() if isinstance(ov, str) else ""
         if key and (head == key or head.startswith(key + ".") or key.startswith(head + ".")):
-            return f"--set {ov}: {msg}"
+            return f"{msg} (from --set {ov})"
     return msg
 
 

@@ -34,7 +34,7 @@ import yaml
 
 from .config import ConfigError
 from .io import atomic_write, write_text
-from .report_page import Fig, page, run_table_html
+from .report_page import Fig, page, run_table_html, run_table_note
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +242,8 @@ def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int
             f"axes: {', '.join(run_axes) or '(none)'} · total training wall time {wall:.0f} s",
             f"Aggregation ({'default' if not spec.get('aggregate') else 'from the spec'}): {definition}"]
     title = "Cells (phase diagram table)" if "phase" in cells.columns else "Cells (mean over seeds)"
-    html = page(f"Sweep {spec.get('name', d.name)}", meta, table, figs, cells, title, definition, spec, out)
+    html = page(f"Sweep {spec.get('name', d.name)}", meta, table, figs, cells, title, definition, spec, out,
+                run_table_note(len(runs), opts.source, definition))
     return write_text(out / "index.html", html)
 
 

@@ -120,13 +120,24 @@ def cells_html(cells: pd.DataFrame) -> str:
     return cells[cols].to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="–", border=0)
 
 
+SOURCES = {"best": "its best value over the evaluations of its training (the maximum of an accuracy, the "
+                   "minimum of a loss)", "final": "its value at its last evaluation"}
+
+
+def run_table_note(n_runs: int, source: str, definition: str) -> str:
+    """What the run table's rows and values are, and how the cells below differ from them."""
+    return (f"One row per run of the sweep ({n_runs}, failed and unfinished ones included), sorted by the axes; "
+            f"each metric column holds that run's own value, {SOURCES.get(source, source)}, nothing averaged. "
+            f"The cells further down aggregate these runs: {definition}")
+
+
 def page(title: str, meta: Sequence[str], run_table: str, figures: Sequence[Fig], cells: pd.DataFrame,
-         cells_title: str, definition: str, spec: Mapping[str, Any], root: Path) -> str:
+         cells_title: str, definition: str, spec: Mapping[str, Any], root: Path, run_note: str = "") -> str:
     """The whole page."""
     spec_text, base_text = spec_yaml(spec)
     parts = [f"<h1>{_esc(title)}</h1>"] + [f'<p class="meta">{m}</p>' for m in meta]
     parts.append("<h2>Runs</h2>" + run_table)
-    parts.append(f'<p class="note">Metric values in this table: {_esc(definition)}</p>')
+    parts.append(f'<p class="note">{_esc(run_note or "Metric values in this table: " + definition)}</p>')
     if figures:
         parts.append("<h2>Figures</h2>")
         parts += [figure_html(f, i, root) for i, f in enumerate(figures, 1)]
