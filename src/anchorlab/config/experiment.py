@@ -311,7 +311,12 @@ def experiment_from_dict(data: dict[str, Any] | None, overrides: list[str] | tup
     left out (or ``auto``) are filled from ``task.dims()`` (which may read the
     task's data files once per process).
     """
-    d = apply_overrides(dict(data or {}), list(overrides))
+    if overrides:
+        d = apply_overrides(dict(data or {}), list(overrides))
+    else:  # building copies every value; only the model mapping is written to (derived sizes)
+        d = dict(data or {})
+        if isinstance(d.get("model"), dict):
+            d["model"] = dict(d["model"])
     task = coerce("task", d.get("task") or {}, _hint("task"))
     d["task"] = task
     model = d.setdefault("model", {})
