@@ -202,6 +202,10 @@ def test_errors_name_the_flag_and_what_to_run_instead(tmp_path, capsys):
     assert main(["eval", "fig2_cpu"]) == 2
     assert "`anchorlab sweep fig2_cpu` runs it" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+    assert main(["report", str(tmp_path / "nothing" / "sw")]) == 2     # failed before any file: no folders left
+    assert main(["analyze", str(tmp_path / "x"), "flow-scores", "--option", "bogus=1", "--out",
+                 str(tmp_path / "nothing" / "a")]) == 2
+    assert not (tmp_path / "nothing").exists()
 
 
 # ------------------------------------------------------------------ README

@@ -326,6 +326,7 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
 def _cmd_report(a: argparse.Namespace) -> int:
     from .report import make_report, screenshot
 
+    _will_create(a, Path(a.sweep_dir) / "report")
     path = make_report(a.sweep_dir)
     print(f"wrote {path}")
     if a.screenshot:
@@ -347,6 +348,7 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
     if len(a.args) < 2:
         raise ConfigError("analyze: expected RUN [RUN ...] ANALYSIS (see `anchorlab analyze --list`)")
     *runs, name = a.args
+    _will_create(a, Path(a.out) if a.out else Path(runs[0]) / "analysis")
     if name in MULTI_RUN:
         path, table = run_multi_analysis(runs, name, a.out, a.option)
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
@@ -369,6 +371,7 @@ def _cmd_reproduce(a: argparse.Namespace) -> int:
         raise ConfigError(f"reproduce: unknown figure {a.figure!r}; one of {', '.join(FIGURES)} "
                           "(`anchorlab reproduce --list`)")
     out = Path(a.out) if a.out else Path("runs") / "reproduce" / f"{a.figure}-{a.scale}"
+    _will_create(a, out)
     print(f"reproduce {a.figure} at scale {a.scale} -> {out}", flush=True)
     res = reproduce(a.figure, a.scale, out, executor=a.executor, workers=a.workers, dry_run=a.dry_run,
                     progress=not a.no_progress, overrides=a.set)
@@ -563,14 +566,15 @@ def _remove_if_empty(path: Path) -> None:
 
 
 def _name_flags(msg: str, a: argparse.Namespace) -> str:
-    """Point an error about a dotted config key at the ``--set KEY=VALUE`` the user typed for it."""
+    """Point an error about a dotted key at the ``--set KEY=VALUE`` (or ``--option``) the user typed for it."""
     head = msg.split(":", 1)[0].split("[", 1)[0].strip()
     if head.startswith("out_dir ") and getattr(a, "out", None):
         return f"--out {msg.removeprefix('out_dir ')}"
-    for ov in getattr(a, "set", None) or []:
-        key = ov.split("=", 1)[0].strip() if isinstance(ov, str) else ""
-        if key and (head == key or head.startswith(key + ".") or key.startswith(head + ".")):
-            return f"{msg} (from --set {ov})"
+    for flag in ("set", "option"):
+        for ov in getattr(a, flag, None) or []:
+            key = ov.split("=", 1)[0].strip() if isinstance(ov, str) else ""
+            if key and (head == key or head.startswith(key + ".") or key.startswith(head + ".")):
+                return f"{msg} (from --{flag} {ov})"
     return msg
 
 
