@@ -36,6 +36,9 @@ def test_train_says_what_it_will_do_and_a_finished_run_is_left_untouched(tmp_pat
     assert out.splitlines()[0] == f"{run}: already finished (finished at step 32); nothing trained or rewritten"
     assert "status=finished" in out
     assert {p.name: p.stat().st_mtime_ns for p in run.iterdir()} == before
+    assert main(["eval", str(run)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"{run}: step 32 of 32, finished"
+    assert json.loads((run / "eval.json").read_text())["run_status"] == "finished"
 
 
 def test_resume_is_announced_and_eval_of_an_unfinished_run_names_its_step(tmp_path, tiny, capsys):

@@ -149,13 +149,13 @@ def _cmd_eval(a: argparse.Namespace) -> int:
     result = task.evaluate(res.model, task.eval_data(cfg.train.data_seed))
     out = Path(a.out) if a.out else Path(a.run)
     _will_create(a, out)
-    state = "finished" if res.finished else "unfinished"
+    state = res.final["status"] if res.finished else "unfinished"
     of = f" of {res.total_steps:,}" if res.total_steps else ""
     print(f"{a.run}: step {res.step:,}{of}, {state}" + ("" if res.finished else " (its latest checkpoint)"))
     written = []
     for name, table in result.tables.items():
         written.append(atomic_write(out / f"eval_{name}.csv", lambda p, t=table: t.to_csv(p, index=False)))
-    run_state = {"step": res.step, "total_steps": res.total_steps, "run_status": res.final.get("status", state)}
+    run_state = {"step": res.step, "total_steps": res.total_steps, "run_status": state}
     written.append(write_json(out / "eval.json", run_state | result.metrics))
     _print_metrics(task, result.metrics)
     for line in getattr(task, "summary_lines", lambda r: [])(result):

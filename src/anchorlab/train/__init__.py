@@ -98,7 +98,7 @@ def load_run(run_dir: str | Path, device: str = "cpu") -> RunResult:
     final = read_json(run_dir / "final.json") if (run_dir / "final.json").exists() else {}
     if (run_dir / "model.safetensors").exists() and final:
         load_weights(run_dir / "model.safetensors", model)
-        step, total = final.get("steps"), final.get("total_steps", final.get("steps"))
+        step, total = final.get("steps"), final.get("total_steps")
     else:
         ck = load_checkpoint(run_dir)
         if ck is None:
