@@ -104,8 +104,25 @@ def identity_dict(obj: Any) -> Any:
 
 def config_hash(obj: Any) -> str:
     """Stable 12-hex hash of a config's identity mapping."""
-    blob = json.dumps(identity_dict(obj), sort_keys=True, default=str).encode()
+    ident = {str(k): _section_identity(v) for k, v in obj.items()} if isinstance(obj, dict) else identity_dict(obj)
+    blob = json.dumps(ident, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
+
+
+_IDENTITIES: dict[int, tuple[Any, Any]] = {}
+
+
+def _section_identity(obj: Any) -> Any:
+    """``identity_dict`` of a config section, kept for the sections :func:`_section` shares between configs
+    (read-only: only hashed). The entry holds the section itself, so its id cannot be reused meanwhile."""
+    if not dataclasses.is_dataclass(obj):
+        return identity_dict(obj)
+    hit = _IDENTITIES.get(id(obj))
+    if hit is None or hit[0] is not obj:
+        if len(_IDENTITIES) >= _SECTIONS_MAX:
+            _IDENTITIES.clear()
+        hit = _IDENTITIES[id(obj)] = (obj, identity_dict(obj))
+    return hit[1]
 
 
 def _type_name(tp: Any) -> str:
@@ -124,7 +141,7 @@ def coerce(path: str, value: Any, tp: Any) -> Any:
             return value
         if not isinstance(value, Mapping):
             fail(path, f"expected a mapping, got {value!r}")
-        return from_dict(select.resolve(path, value), value, path)
+        return _section(select.resolve(path, value), value, path)
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
@@ -143,7 +160,7 @@ def coerce(path: str, value: Any, tp: Any) -> Any:
             return value
         if not isinstance(value, Mapping):
             fail(path, f"expected a mapping of {tp.__name__} fields, got {value!r}")
-        return from_dict(tp, value, path)
+        return _section(tp, value, path)
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -196,6 +213,27 @@ def coerce(path: str, value: Any, tp: Any) -> Any:
             out[coerce(f"{path}.{k}", k, kt)] = coerce(f"{path}.{k}", v, vt)
         return out
     return value
+
+
+_SECTIONS: dict[tuple[type, str, str], Any] = {}
+_SECTIONS_MAX = 4096
+
+
+def _section(cls: type, value: Mapping[str, Any], path: str) -> Any:
+    """``from_dict(cls, value, path)``, built once per process for equal mappings.
+
+    Sections are frozen and validated only from their fields, so equal
+    mappings give equal sections: a sweep's runs share every section its axes
+    leave alone instead of validating it again per run (``repr`` tells 1 from
+    1.0 and True, so only identical YAML values share).
+    """
+    key = (cls, path, repr(value))
+    hit = _SECTIONS.get(key)
+    if hit is None:
+        if len(_SECTIONS) >= _SECTIONS_MAX:
+            _SECTIONS.clear()
+        hit = _SECTIONS[key] = from_dict(cls, value, path)
+    return hit
 
 
 @functools.lru_cache(maxsize=None)
