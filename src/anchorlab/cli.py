@@ -43,7 +43,7 @@ def _cmd_config(a: argparse.Namespace) -> int:
         for name in preset_names():
             print(f"  {name}")
         return 0
-    cfg = load_config(_config_arg(a.config, "train"), a.set)
+    cfg = load_config(_config_arg(a.config, "config"), a.set)
     print(dump_config(cfg), end="")
     print(f"# run_id: {cfg.run_id()}")
     print(f"# {_peak_line(cfg)}")
