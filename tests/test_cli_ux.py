@@ -118,7 +118,8 @@ def test_every_flag_has_help_and_shows_its_default(capsys):
             main([cmd, "-h"])
         text = " ".join(capsys.readouterr().out.split())
         for _, a in ((c, a) for c, a in _actions(p) if c == cmd):
-            if a.option_strings and a.default not in (None, False, [], argparse.SUPPRESS) and a.help:
+            d = a.default
+            if a.option_strings and not (d is None or d is False or d is argparse.SUPPRESS or d == []):
                 assert f"default: {a.default}" in text, (cmd, a.dest)
     with pytest.raises(SystemExit):
         main(["-h"])

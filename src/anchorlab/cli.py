@@ -415,7 +415,8 @@ class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpF
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "default" in text or action.default in (None, [], False, argparse.SUPPRESS):
+        d = action.default
+        if "default" in text or d is None or d is False or d is argparse.SUPPRESS or d == []:
             return text
         return super()._get_help_string(action)
 
