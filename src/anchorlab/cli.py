@@ -1,6 +1,9 @@
 """Command line: thin wrappers that parse, build a config, and call the library.
 
 Every command works for every task family (``task.name`` in the config).
+The module is over 400 lines because it holds one short handler per command
+and the parser that documents every flag; what the commands share (argument
+checks, messages, dry runs, cleanup) is in :mod:`anchorlab.cli_support`.
 """
 
 from __future__ import annotations
@@ -11,23 +14,9 @@ import shlex
 import sys
 from pathlib import Path
 
+from .cli_support import (DESCRIPTION, WORKFLOW, HelpFormatter, cleanup, config_arg, dry_run, name_flags, peak_line,
+                          resume_note, run_arg, will_create)
 from .config import ConfigError
-
-WORKFLOW = """\
-workflow:
-  anchorlab config --list                          the config presets
-  anchorlab config demo/small --set init.gamma=0.8 a resolved config, its run id and peak lr
-  anchorlab train demo/small --out runs/small      train one model (re-running resumes it)
-  anchorlab eval runs/small                        its metrics and tables
-  anchorlab analyze --list                         analyses of trained runs
-  anchorlab sweep --list                           the sweep presets
-  anchorlab sweep fig2_cpu --dry-run               the runs of a sweep and their estimated cost
-  anchorlab sweep fig2_cpu --out runs/fig2         run (or resume) a sweep, then: anchorlab report runs/fig2
-  anchorlab reproduce --list                       every paper figure, its runs and compute
-  anchorlab demo --out demo_out                    large vs small init, side by side (4-6 min on a CPU)
-
-Every command takes -v (log at INFO level) and -h. Configs: docs/config_reference.md
-(`anchorlab config --reference`)."""
 
 
 def _cmd_config(a: argparse.Namespace) -> int:
@@ -43,48 +32,11 @@ def _cmd_config(a: argparse.Namespace) -> int:
         for name in preset_names():
             print(f"  {name}")
         return 0
-    cfg = load_config(_config_arg(a.config, "config"), a.set)
+    cfg = load_config(config_arg(a.config, "config"), a.set)
     print(dump_config(cfg), end="")
     print(f"# run_id: {cfg.run_id()}")
-    print(f"# {_peak_line(cfg)}")
+    print(f"# {peak_line(cfg)}")
     return 0
-
-
-def _peak_line(cfg) -> str:
-    """The lr schedule in one line: where optim.lr sits and what the peak is."""
-    o = cfg.optim
-    how = "optim.peak_lr" if o.peak_lr is not None else f"optim.lr x optim.warmup_multiplier = {o.lr:g} x {o.warmup_multiplier:g}"
-    return (f"peak lr {o.peak:.3g} ({how}): lr rises from optim.lr {o.lr:g} to the peak over {o.warmup_epochs:g} "
-            f"warmup epochs, then a cosine to optim.min_lr {o.min_lr:g} over {o.cosine_epochs:g} epochs")
-
-
-def _config_arg(spec: str, cmd: str) -> str:
-    """A config argument, refused in one line when it names a sweep spec or a sweep directory instead."""
-    from .config.base import PRESET_DIR
-    from .sweep.grid import SWEEP_DIR
-
-    p = Path(spec)
-    if p.is_dir() and (p / "results.sqlite").exists():
-        raise ConfigError(f"{spec}: is a sweep directory, not a config; `anchorlab report {spec}` draws its "
-                          f"figures, `anchorlab sweep {p / 'sweep.yaml'} --out {spec}` resumes it, and "
-                          f"`anchorlab {cmd} ...` takes a config (or eval a run: {p / 'runs' / '<run_id>'})")
-    if p.is_dir() and (p / "config.yaml").exists():
-        raise ConfigError(f"{spec}: is a run directory, not a config; `anchorlab eval {spec}` evaluates it and "
-                          f"`anchorlab train {p / 'config.yaml'} --out {spec}` resumes it")
-    name = spec if spec.endswith(".yaml") else f"{spec}.yaml"
-    is_sweep = (SWEEP_DIR / name).is_file() and not (PRESET_DIR / name).is_file() and not p.exists()
-    if p.is_file() and p.suffix in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            data = yaml.safe_load(p.read_text())
-        except yaml.YAMLError:
-            data = None
-        is_sweep = isinstance(data, dict) and ("axes" in data or "zip" in data or "base" in data)
-    if is_sweep:
-        raise ConfigError(f"{spec}: is a sweep spec, not a config; run it with `anchorlab sweep {spec}` "
-                          f"(`--dry-run` lists its runs)")
-    return spec
 
 
 def _print_metrics(task, metrics: dict) -> None:
@@ -98,14 +50,14 @@ def _cmd_train(a: argparse.Namespace) -> int:
     from .config import load_config
     from .train import train
 
-    cfg = load_config(_config_arg(a.config, "train"), a.set)
+    cfg = load_config(config_arg(a.config, "train"), a.set)
     out = Path(a.out) if a.out else Path("runs") / f"{cfg.name}-{cfg.run_id()}"
-    _will_create(a, out)
+    will_create(a, out)
     try:
         res = train(cfg, out, progress=not a.no_progress, announce=lambda line: print(line, flush=True))
     except BaseException as e:
         if not isinstance(e, ConfigError):
-            a.resume_note = _resume_note(out, "anchorlab " + shlex.join(a.argv))
+            a.resume_note = resume_note(out, "anchorlab " + shlex.join(a.argv))
         raise
     f = res.final
     print(f"run {out}  task={cfg.task.name}  status={f['status']}  steps={f['steps']}  "
@@ -116,19 +68,6 @@ def _cmd_train(a: argparse.Namespace) -> int:
     return 0
 
 
-def _resume_note(run_dir: Path, command: str) -> str:
-    """What re-running will do after a run stopped: resume from its checkpoint, or start over."""
-    from .train.checkpoint import load_checkpoint
-
-    try:
-        ck = load_checkpoint(run_dir, map_location="cpu") if run_dir.is_dir() else None
-    except Exception:  # noqa: BLE001 - an unreadable checkpoint: say so, never fail while reporting
-        ck = None
-    if ck is None:
-        return f"{run_dir}: no checkpoint yet; re-running starts from step 0"
-    return f"{run_dir}: checkpoint at step {int(ck['step']):,}; `{command}` resumes from it"
-
-
 def _cmd_eval(a: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -137,7 +76,7 @@ def _cmd_eval(a: argparse.Namespace) -> int:
     from .tasks.base import build_task
     from .train import load_run
 
-    res = load_run(_run_arg(a.run))
+    res = load_run(run_arg(a.run))
     task, cfg = res.task, res.cfg
     if a.set:
         bad = [s for s in a.set if not s.startswith("task.")]
@@ -148,7 +87,7 @@ def _cmd_eval(a: argparse.Namespace) -> int:
         res = replace(res, task=task, cfg=cfg)
     result = task.evaluate(res.model, task.eval_data(cfg.train.data_seed))
     out = Path(a.out) if a.out else Path(a.run)
-    _will_create(a, out)
+    will_create(a, out)
     state = res.final["status"] if res.finished else "unfinished"
     of = f" of {res.total_steps:,}" if res.total_steps else ""
     print(f"{a.run}: step {res.step:,}{of}, {state}" + ("" if res.finished else " (its latest checkpoint)"))
@@ -164,25 +103,6 @@ def _cmd_eval(a: argparse.Namespace) -> int:
     return 0
 
 
-def _run_arg(path: str) -> str:
-    """A run directory argument, refused in one line when it is a sweep directory or a spec."""
-    p = Path(path)
-    if p.is_dir() and (p / "results.sqlite").exists() and not (p / "config.yaml").exists():
-        raise ConfigError(f"{path}: is a sweep directory, not a run; `anchorlab report {path}` draws its figures "
-                          f"and tables, or eval one of its runs: `anchorlab eval {p / 'runs' / '<run_id>'}`")
-    if p.is_file():
-        raise ConfigError(f"{path}: is a file; eval takes a run directory (the --out of `anchorlab train`)"
-                          + (f"; a sweep spec runs with `anchorlab sweep {path}`" if p.suffix in (".yaml", ".yml")
-                             else ""))
-    if not p.exists():
-        from .sweep.grid import SWEEP_DIR
-
-        if (SWEEP_DIR / f"{path}.yaml").is_file():
-            raise ConfigError(f"{path}: is a sweep spec, not a run directory; `anchorlab sweep {path}` runs it")
-        raise ConfigError(f"run {path}: no such directory, so not a run directory (the --out of `anchorlab train`)")
-    return path
-
-
 def _cmd_demo(a: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -191,10 +111,10 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     if a.dry_run:
         from .demo import demo_spec
 
-        return _dry_run(demo_spec(a.set, a.seeds), Path(a.out), a.workers)
+        return dry_run(demo_spec(a.set, a.seeds), Path(a.out), a.workers)
     print(f"anchorlab demo: training a large-init and a small-init model on the 'neurips' anchor task "
           f"(preset {DEMO_PRESET}, gammas {DEMO_GAMMAS}) in {a.workers} worker process(es)...", flush=True)
-    _will_create(a, Path(a.out))
+    will_create(a, Path(a.out))
     table = run_demo(a.out, a.set, workers=a.workers, progress=not a.no_progress, seeds=a.seeds)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(table.drop(columns=["train_acc", "run_dir"] + (["seed"] if a.seeds == 1 else []), errors="ignore")
@@ -223,8 +143,8 @@ def _cmd_robustness(a: argparse.Namespace) -> int:
         from .robustness import random_op_sets, study_spec
 
         ops = random_op_sets(a.op_sets, a.op_seed, include_papers=not a.no_papers_op_set)
-        return _dry_run(study_spec(a.config, ops, seeds, settings, a.set, vary=vary), out, a.workers or 2)
-    _will_create(a, out)
+        return dry_run(study_spec(a.config, ops, seeds, settings, a.set, vary=vary), out, a.workers or 2)
+    will_create(a, out)
 
     def done(run, status: str) -> None:
         if not a.no_progress:
@@ -270,26 +190,6 @@ def _parse_stack(text: str) -> str | int:
     return stack
 
 
-def _dry_run(spec, out: Path, workers: int) -> int:
-    """Print a sweep's runs, what would be done and the estimated compute of the runs to do; train nothing."""
-    import pandas as pd
-
-    from .reproduce.estimate import ASSUMPTIONS, describe_compute, sweep_compute
-    from .sweep.grid import expand, load_sweep
-    from .sweep.runner import plan_sweep
-
-    spec = load_sweep(spec)
-    plan = plan_sweep(spec, out)
-    with pd.option_context("display.width", 200, "display.max_rows", 500, "display.max_columns", 30):
-        print(plan.to_string(index=False))
-    todo = set(plan.run_id[plan.action != "skip"]) if len(plan) else set()
-    print(f"{len(plan)} runs; {len(todo)} to do; out: {out}")
-    c = sweep_compute([r.config for r in expand(spec) if r.run_id in todo], max(workers, 1))
-    print(f"estimated for the runs to do with {max(workers, 1)} worker(s): {describe_compute(c)}")
-    print(f"(assumes {ASSUMPTIONS}); nothing was trained")
-    return 0
-
-
 def _cmd_sweep(a: argparse.Namespace) -> int:
     import dataclasses
 
@@ -308,9 +208,9 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         spec = dataclasses.replace(spec, set=spec.set + parse_set(list(a.set)))
     out = Path(a.out) if a.out else Path("runs") / spec.name
     if a.dry_run:
-        return _dry_run(spec, out, a.workers or 2)
+        return dry_run(spec, out, a.workers or 2)
     plan = plan_sweep(spec, out)
-    _will_create(a, out)
+    will_create(a, out)
     todo = int((plan.action != "skip").sum())
     print(f"sweep {spec.name}: {len(plan)} runs, {todo} to do, executor={a.executor}, out={out}", flush=True)
     bar, on_result = _progress_bar(todo, spec.name, not a.no_progress)
@@ -326,7 +226,7 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
 def _cmd_report(a: argparse.Namespace) -> int:
     from .report import make_report, screenshot
 
-    _will_create(a, Path(a.sweep_dir) / "report")
+    will_create(a, Path(a.sweep_dir) / "report")
     path = make_report(a.sweep_dir)
     print(f"wrote {path}")
     if a.screenshot:
@@ -348,7 +248,7 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
     if len(a.args) < 2:
         raise ConfigError("analyze: expected RUN [RUN ...] ANALYSIS (see `anchorlab analyze --list`)")
     *runs, name = a.args
-    _will_create(a, Path(a.out) if a.out else Path(runs[0]) / "analysis")
+    will_create(a, Path(a.out) if a.out else Path(runs[0]) / "analysis")
     if name in MULTI_RUN:
         path, table = run_multi_analysis(runs, name, a.out, a.option)
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
@@ -371,7 +271,7 @@ def _cmd_reproduce(a: argparse.Namespace) -> int:
         raise ConfigError(f"reproduce: unknown figure {a.figure!r}; one of {', '.join(FIGURES)} "
                           "(`anchorlab reproduce --list`)")
     out = Path(a.out) if a.out else Path("runs") / "reproduce" / f"{a.figure}-{a.scale}"
-    _will_create(a, out)
+    will_create(a, out)
     print(f"reproduce {a.figure} at scale {a.scale} -> {out}", flush=True)
     res = reproduce(a.figure, a.scale, out, executor=a.executor, workers=a.workers, dry_run=a.dry_run,
                     progress=not a.no_progress, overrides=a.set)
@@ -406,31 +306,17 @@ def _cmd_bench(a: argparse.Namespace) -> int:
     return 0
 
 
-class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Descriptions as written (the workflow), every option with its default.
-
-    A help that states its default itself, a switch (off by default) and an
-    option without one (None, an empty list) are left as written.
-    """
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        d = action.default
-        if "default" in text or d is None or d is False or d is argparse.SUPPRESS or d == []:
-            return text
-        return super()._get_help_string(action)
-
-
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    p = argparse.ArgumentParser(prog="anchorlab", description=__doc__, epilog=WORKFLOW, formatter_class=_Help)
+    p = argparse.ArgumentParser(prog="anchorlab", description=DESCRIPTION, epilog=WORKFLOW,
+                                formatter_class=HelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level (also after the command)")
     p.add_argument("--version", action="version", version=f"anchorlab {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help, description=help, formatter_class=_Help)
+        sp = sub.add_parser(name, help=help, description=help, formatter_class=HelpFormatter)
         # SUPPRESS: an absent -v here keeps the value given before the command
         sp.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at INFO level")
         return sp
@@ -547,38 +433,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _will_create(a: argparse.Namespace, out: Path) -> None:
-    """Note the folders an output directory will add, so that a failure removes them if they stay empty."""
-    out = out.absolute()
-    if out.exists():
-        return
-    while not out.parent.exists():
-        out = out.parent
-    a.created = [*getattr(a, "created", []), out]
-
-
-def _remove_if_empty(path: Path) -> None:
-    """Remove the folder tree ``path`` when no file was written in it."""
-    if not path.is_dir() or any(f.is_file() or f.is_symlink() for f in path.rglob("*")):
-        return
-    for d in sorted((q for q in path.rglob("*") if q.is_dir()), key=lambda q: len(q.parts), reverse=True):
-        d.rmdir()
-    path.rmdir()
-
-
-def _name_flags(msg: str, a: argparse.Namespace) -> str:
-    """Point an error about a dotted key at the ``--set KEY=VALUE`` (or ``--option``) the user typed for it."""
-    head = msg.split(":", 1)[0].split("[", 1)[0].strip()
-    if head.startswith("out_dir ") and getattr(a, "out", None):
-        return f"--out {msg.removeprefix('out_dir ')}"
-    for flag in ("set", "option"):
-        for ov in getattr(a, flag, None) or []:
-            key = ov.split("=", 1)[0].strip() if isinstance(ov, str) else ""
-            if key and (head == key or head.startswith(key + ".") or key.startswith(head + ".")):
-                return f"{msg} (from --{flag} {ov})"
-    return msg
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -590,25 +444,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except ConfigError as e:
-        _cleanup(args)
-        print(f"anchorlab: error: {_name_flags(str(e), args)}", file=sys.stderr)
+        cleanup(args)
+        print(f"anchorlab: error: {name_flags(str(e), args)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        _cleanup(args)
+        cleanup(args)
         note = getattr(args, "resume_note", None) or (
             "re-running the same command skips the finished runs and resumes any run that has a checkpoint")
         print(f"anchorlab: interrupted; {note}", file=sys.stderr)
         return 130
     except BaseException:
-        _cleanup(args)
+        cleanup(args)
         if getattr(args, "resume_note", None):
             print(f"anchorlab: failed; {args.resume_note}", file=sys.stderr)
         raise
-
-
-def _cleanup(a: argparse.Namespace) -> None:
-    for path in getattr(a, "created", []):
-        _remove_if_empty(path)
 
 
 if __name__ == "__main__":

@@ -317,8 +317,11 @@ class RunState:
         state = f"resuming from step {self.step:,} of {total:,}" if self.step else f"new run, {total:,} steps"
         return (f"{self.run_dir}: {state} ({spe:,} per epoch at batch {self.cfg.train.batch_size:,}); evaluation "
                 f"every {every:,} steps and at the end, checkpoint every {self.checkpoint_every:,}; peak lr "
-                f"{self.cfg.optim.peak:.3g}; task {self.cfg.task.name} on {self.device}"
-                + (f", {self.precision.matmul_dtype} matmuls" if self.precision and self.precision.amp != "none" else ""))
+                f"{self.cfg.optim.peak:.3g}; task {self.cfg.task.name} on {self.device}" + self._precision_note())
+
+    def _precision_note(self) -> str:
+        p = self.precision
+        return f", {p.matmul_dtype} matmuls" if p is not None and p.amp != "none" else ""
 
     # ---- events
     def record(self, step: int, model: torch.nn.Module, loss_mean: float) -> dict[str, Any]:

@@ -1,0 +1,177 @@
+"""What the command line tells a user besides each command's own output (used by :mod:`anchorlab.cli`).
+
+The workflow shown by ``anchorlab -h`` and the help formatter that shows every
+default; arguments checked in one line (a sweep spec or a sweep directory where
+a config or a run is expected, with the command to run instead); errors that
+name the flag the user typed; the lr schedule's peak; dry runs with their
+estimated cost; what re-running does after an interrupt; and the removal of
+folders a failed command created and left empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .config import ConfigError
+
+DESCRIPTION = ("anchorlab: reasoning versus memorizing in transformers, and the init rate that decides it.\n"
+               "Every command works for every task family (task.name in the config).")
+
+WORKFLOW = """\
+workflow:
+  anchorlab config --list                          the config presets
+  anchorlab config demo/small --set init.gamma=0.8 a resolved config, its run id and peak lr
+  anchorlab train demo/small --out runs/small      train one model (re-running resumes it)
+  anchorlab eval runs/small                        its metrics and tables
+  anchorlab analyze --list                         analyses of trained runs
+  anchorlab sweep --list                           the sweep presets
+  anchorlab sweep fig2_cpu --dry-run               the runs of a sweep and their estimated cost
+  anchorlab sweep fig2_cpu --out runs/fig2         run (or resume) a sweep, then: anchorlab report runs/fig2
+  anchorlab reproduce --list                       every paper figure, its runs and compute
+  anchorlab demo --out demo_out                    large vs small init, side by side (4-6 min on a CPU)
+
+Every command takes -v (log at INFO level) and -h. Configs: docs/config_reference.md
+(`anchorlab config --reference`)."""
+
+
+def peak_line(cfg) -> str:
+    """The lr schedule in one line: where optim.lr sits and what the peak is."""
+    o = cfg.optim
+    how = ("optim.peak_lr" if o.peak_lr is not None
+           else f"optim.lr x optim.warmup_multiplier = {o.lr:g} x {o.warmup_multiplier:g}")
+    return (f"peak lr {o.peak:.3g} ({how}): lr rises from optim.lr {o.lr:g} to the peak over {o.warmup_epochs:g} "
+            f"warmup epochs, then a cosine to optim.min_lr {o.min_lr:g} over {o.cosine_epochs:g} epochs")
+
+
+def config_arg(spec: str, cmd: str) -> str:
+    """A config argument, refused in one line when it names a sweep spec or a sweep directory instead."""
+    from .config.base import PRESET_DIR
+    from .sweep.grid import SWEEP_DIR
+
+    p = Path(spec)
+    if p.is_dir() and (p / "results.sqlite").exists():
+        raise ConfigError(f"{spec}: is a sweep directory, not a config; `anchorlab report {spec}` draws its "
+                          f"figures, `anchorlab sweep {p / 'sweep.yaml'} --out {spec}` resumes it, and "
+                          f"`anchorlab {cmd} ...` takes a config (or eval a run: {p / 'runs' / '<run_id>'})")
+    if p.is_dir() and (p / "config.yaml").exists():
+        raise ConfigError(f"{spec}: is a run directory, not a config; `anchorlab eval {spec}` evaluates it and "
+                          f"`anchorlab train {p / 'config.yaml'} --out {spec}` resumes it")
+    name = spec if spec.endswith(".yaml") else f"{spec}.yaml"
+    is_sweep = (SWEEP_DIR / name).is_file() and not (PRESET_DIR / name).is_file() and not p.exists()
+    if p.is_file() and p.suffix in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            data = yaml.safe_load(p.read_text())
+        except yaml.YAMLError:
+            data = None
+        is_sweep = isinstance(data, dict) and ("axes" in data or "zip" in data or "base" in data)
+    if is_sweep:
+        raise ConfigError(f"{spec}: is a sweep spec, not a config; run it with `anchorlab sweep {spec}` "
+                          f"(`--dry-run` lists its runs)")
+    return spec
+
+
+def resume_note(run_dir: Path, command: str) -> str:
+    """What re-running will do after a run stopped: resume from its checkpoint, or start over."""
+    from .train.checkpoint import load_checkpoint
+
+    try:
+        ck = load_checkpoint(run_dir, map_location="cpu") if run_dir.is_dir() else None
+    except Exception:  # noqa: BLE001 - an unreadable checkpoint: say so, never fail while reporting
+        ck = None
+    if ck is None:
+        return f"{run_dir}: no checkpoint yet; re-running starts from step 0"
+    return f"{run_dir}: checkpoint at step {int(ck['step']):,}; `{command}` resumes from it"
+
+
+def run_arg(path: str) -> str:
+    """A run directory argument, refused in one line when it is a sweep directory or a spec."""
+    p = Path(path)
+    if p.is_dir() and (p / "results.sqlite").exists() and not (p / "config.yaml").exists():
+        raise ConfigError(f"{path}: is a sweep directory, not a run; `anchorlab report {path}` draws its figures "
+                          f"and tables, or eval one of its runs: `anchorlab eval {p / 'runs' / '<run_id>'}`")
+    if p.is_file():
+        raise ConfigError(f"{path}: is a file; eval takes a run directory (the --out of `anchorlab train`)"
+                          + (f"; a sweep spec runs with `anchorlab sweep {path}`" if p.suffix in (".yaml", ".yml")
+                             else ""))
+    if not p.exists():
+        from .sweep.grid import SWEEP_DIR
+
+        if (SWEEP_DIR / f"{path}.yaml").is_file():
+            raise ConfigError(f"{path}: is a sweep spec, not a run directory; `anchorlab sweep {path}` runs it")
+        raise ConfigError(f"run {path}: no such directory, so not a run directory (the --out of `anchorlab train`)")
+    return path
+
+
+def dry_run(spec, out: Path, workers: int) -> int:
+    """Print a sweep's runs, what would be done and the estimated compute of the runs to do; train nothing."""
+    import pandas as pd
+
+    from .reproduce.estimate import ASSUMPTIONS, describe_compute, sweep_compute
+    from .sweep.grid import expand, load_sweep
+    from .sweep.runner import plan_sweep
+
+    spec = load_sweep(spec)
+    plan = plan_sweep(spec, out)
+    with pd.option_context("display.width", 200, "display.max_rows", 500, "display.max_columns", 30):
+        print(plan.to_string(index=False))
+    todo = set(plan.run_id[plan.action != "skip"]) if len(plan) else set()
+    print(f"{len(plan)} runs; {len(todo)} to do; out: {out}")
+    c = sweep_compute([r.config for r in expand(spec) if r.run_id in todo], max(workers, 1))
+    print(f"estimated for the runs to do with {max(workers, 1)} worker(s): {describe_compute(c)}")
+    print(f"(assumes {ASSUMPTIONS}); nothing was trained")
+    return 0
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Descriptions as written (the workflow), every option with its default.
+
+    A help that states its default itself, a switch (off by default) and an
+    option without one (None, an empty list) are left as written.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        d = action.default
+        if "default" in text or d is None or d is False or d is argparse.SUPPRESS or d == []:
+            return text
+        return super()._get_help_string(action)
+
+
+def will_create(a: argparse.Namespace, out: Path) -> None:
+    """Note the folders an output directory will add, so that a failure removes them if they stay empty."""
+    out = out.absolute()
+    if out.exists():
+        return
+    while not out.parent.exists():
+        out = out.parent
+    a.created = [*getattr(a, "created", []), out]
+
+
+def remove_if_empty(path: Path) -> None:
+    """Remove the folder tree ``path`` when no file was written in it."""
+    if not path.is_dir() or any(f.is_file() or f.is_symlink() for f in path.rglob("*")):
+        return
+    for d in sorted((q for q in path.rglob("*") if q.is_dir()), key=lambda q: len(q.parts), reverse=True):
+        d.rmdir()
+    path.rmdir()
+
+
+def name_flags(msg: str, a: argparse.Namespace) -> str:
+    """Point an error about a dotted key at the ``--set KEY=VALUE`` (or ``--option``) the user typed for it."""
+    head = msg.split(":", 1)[0].split("[", 1)[0].strip()
+    if head.startswith("out_dir ") and getattr(a, "out", None):
+        return f"--out {msg.removeprefix('out_dir ')}"
+    for flag in ("set", "option"):
+        for ov in getattr(a, flag, None) or []:
+            key = ov.split("=", 1)[0].strip() if isinstance(ov, str) else ""
+            if key and (head == key or head.startswith(key + ".") or key.startswith(head + ".")):
+                return f"{msg} (from --{flag} {ov})"
+    return msg
+
+
+def cleanup(a: argparse.Namespace) -> None:
+    for path in getattr(a, "created", []):
+        remove_if_empty(path)
