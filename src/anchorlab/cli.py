@@ -241,7 +241,7 @@ def _cmd_bench(a: argparse.Namespace) -> int:
         steps[name] = int(n)
     try:
         r = run_bench(a.shapes.split(","), a.precisions.split(","), steps=steps, warmup=a.warmup, threads=a.threads,
-                      clock=a.clock, profile=a.profile)
+                      clock=a.clock, profile=a.profile, malloc_retain=not a.no_malloc_retain)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     print(format_result(r))
@@ -359,6 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--clock", default="wall", choices=["wall", "process"],
                     help="process: this process's CPU seconds (fair on a machine shared with other jobs)")
     sp.add_argument("--profile", action="store_true", help="also split each step's operator time by category")
+    sp.add_argument("--no-malloc-retain", action="store_true",
+                    help="leave glibc's malloc thresholds alone (as train.malloc_retain=false)")
     sp.add_argument("--csv", metavar="PATH", help="also write the step table (and PATH's stem + _peaks.csv)")
     sp.set_defaults(fn=_cmd_bench)
     return p

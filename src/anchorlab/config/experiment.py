@@ -237,6 +237,9 @@ class TrainConfig:
     dtype: str = "float32"
     threads: int = 0             # torch intra-op threads; 0 -> leave as is
     flush_denormal: bool = True
+    # CPU: keep freed memory in the process (glibc mallopt) so activations stop page-faulting every step;
+    # speed only, so not part of the run id (train/allocator.py)
+    malloc_retain: bool = field(default=True, metadata={"identity": False})
     compile: bool = False
     amp: str = "none"            # "none" | "bf16" | "auto" (bf16 on a CPU with bf16 matrix units; train/precision.py)
     tf32: bool = False
