@@ -66,3 +66,16 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
     assert math.isclose(c.inferential_best, (0.9 + 0.7) / 2) and math.isclose(c.symmetric_best, (0.9 + 0.4) / 2)
     assert math.isclose(c.inferential_per_run, 1 / 4) and c.n_seeds == 2 and c.n_runs == 4
     assert "5 runs; wrote" in capsys.readouterr().out
+
+
+def test_the_documented_robustness_command_trains_the_cells_large_and_small_init_runs():
+    from anchorlab.robustness import Setting, random_op_sets, study_spec
+
+    sets = ["model.d_ff=384", "init.ref_width=400", "optim.lr=1e-5", "optim.min_lr=1e-5", "train.epochs=236.4",
+            "optim.warmup_epochs=11.26", "optim.cosine_epochs=225.14", "train.eval_every=1000"]
+    lrs = [6.25e-5, 8.84e-5, 1.25e-4, 1.77e-4, 2.5e-4, 3.54e-4, 5e-4, 7.07e-4, 1e-3]
+    spec = study_spec("demo/small", random_op_sets(3, 0), [0, 1, 2],
+                      [Setting("large_init", {"init.gamma": 0.3}), Setting("small_init", {"init.gamma": 0.8})],
+                      sets, vary={"optim.peak_lr": lrs})
+    rob = {r.run_id for r in expand(spec)}
+    assert len(rob) == 162 and rob <= {r.run_id for r in expand(resolve_sweep("fig2_cell_cpu"))}
