@@ -66,6 +66,7 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
     assert math.isclose(c.inferential_best, (0.9 + 0.7) / 2) and math.isclose(c.symmetric_best, (0.9 + 0.4) / 2)
     assert math.isclose(c.inferential_per_run, 1 / 4) and c.n_seeds == 2 and c.n_runs == 4
     assert "5 runs; wrote" in capsys.readouterr().out
+    assert (tmp_path / "fig2_cell_cpu.png").stat().st_size > 5000
 
 
 def test_the_documented_robustness_command_trains_the_cells_large_and_small_init_runs():

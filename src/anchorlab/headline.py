@@ -71,7 +71,8 @@ def cell_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9) 
 def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: float = 0.5,
                  id_min: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
     """Read every completed run of ``sweep_dirs`` (a run in several counts once), write ``out`` (the run
-    rows) and ``<out stem>_cells.csv`` beside it; return both tables and the paths."""
+    rows), ``<out stem>_cells.csv`` and the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) beside
+    it; return both tables and the paths."""
     from .io import atomic_write
     from .reproduce.registry import finals
 
@@ -84,6 +85,11 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
     out = Path(out)
     paths = [atomic_write(out, lambda p: rows.to_csv(p, index=False)),
              atomic_write(out.with_name(out.stem + "_cells.csv"), lambda p: cells.to_csv(p, index=False))]
+    if len(cells) and ((cells.n_layers == 2) & cells.paper_gamma.notna()).any():
+        from .plots.headline import plot_cell
+        from .plots.training import save_figure
+
+        paths += save_figure(plot_cell(cells, id_min=id_min), out.with_suffix(""), formats=("png",))
     return rows, cells, paths
 
 
