@@ -21,6 +21,7 @@ def test_the_cell_specs_expand_to_the_documented_runs_and_share_them():
     assert len(set(cell) & set(clock)) == 81 and len(set(cell) & set(depth)) == 18   # shared in one --out
     c = next(iter(cell.values()))
     assert (c.model.d_model, c.model.d_head, c.model.d_ff, c.init.ref_width) == (128, 64, 384, 400)
+    assert all(x.train.amp == "auto" for x in [*cell.values(), *clock.values(), *depth.values()])
     assert sorted({x.optim.peak for x in cell.values()}) == pytest.approx(
         [1.25e-4 * 2 ** (k / 2) for k in range(-2, 7)], rel=2e-3)   # a factor-sqrt2 grid around the paper's
     assert len({x.task.anchors[1] for x in cell.values()}) == 3
@@ -60,7 +61,7 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
     assert set(rows.paper_gamma) == {0.3, 0.8} and set(rows.clock) == {0.5, 1.0}
     r = rows[(rows.paper_gamma == 0.8) & (rows.seed == 0) & (rows.peak_lr == 2e-4)].iloc[0]
     assert (r.inferential_best, r.symmetric_best, r.inferential_final, r.symmetric_final) == (0.3, 0.9, 0.1, 0.8)
-    assert r.op_set.startswith("{1:+5,2:+1,3:-2,4:-8} (4,3) held out")
+    assert r.op_set.startswith("{1:+5,2:+1,3:-2,4:-8} (4,3) held out") and r.precision == "float32"
     cells = pd.read_csv(tmp_path / "fig2_cell_cpu_cells.csv")
     c = cells[cells.paper_gamma == 0.8].iloc[0]
     assert math.isclose(c.inferential_best, (0.9 + 0.7) / 2) and math.isclose(c.symmetric_best, (0.9 + 0.4) / 2)
@@ -72,7 +73,8 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
 def test_the_documented_robustness_command_trains_the_cells_large_and_small_init_runs():
     from anchorlab.robustness import Setting, random_op_sets, study_spec
 
-    sets = ["model.d_ff=384", "init.ref_width=400", "optim.lr=1e-5", "optim.min_lr=1e-5", "train.epochs=236.4",
+    sets = ["model.d_ff=384", "init.ref_width=400", "optim.lr=1e-5", "optim.min_lr=1e-5", "train.amp=auto",
+            "train.epochs=236.4",
             "optim.warmup_epochs=11.26", "optim.cosine_epochs=225.14", "train.eval_every=1000"]
     lrs = [6.25e-5, 8.84e-5, 1.25e-4, 1.77e-4, 2.5e-4, 3.54e-4, 5e-4, 7.07e-4, 1e-3]
     spec = study_spec("demo/small", random_op_sets(3, 0), [0, 1, 2],

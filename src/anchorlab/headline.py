@@ -23,8 +23,8 @@ PAPER_WIDTH = 400
 PAPER_STEPS = 92_190   # NeurIPS App. A: 210 epochs of 900k sequences at batch 2048 (439 full batches each)
 COLUMNS = ["op_set", "paper_gamma", "peak_lr", "seed", "id_acc", "inferential_best", "symmetric_best",
            "inferential_final", "symmetric_final"]
-EXTRA = ["clock", "n_layers", "id_best", "steps", "gamma", "ref_width", "d_model", "status", "wall_seconds",
-         "run_id"]
+EXTRA = ["clock", "n_layers", "id_best", "steps", "gamma", "ref_width", "d_model", "precision", "status",
+         "wall_seconds", "run_id"]
 
 
 def paper_gamma(gamma: float, ref_width: Any, d_model: int) -> float:
@@ -43,6 +43,7 @@ def cell_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     if not runs:
         return pd.DataFrame(columns=COLUMNS + EXTRA)
     c = case_table(runs, vary_keys=keys)
+    precision = {f.get("run_id"): (f.get("precision") or {}).get("matmul_dtype", "float32") for f in runs}
     out = pd.DataFrame({
         "op_set": c.op_set,
         "paper_gamma": [paper_gamma(g, r, d) for g, r, d in zip(c["init.gamma"], c["init.ref_width"],
@@ -52,7 +53,8 @@ def cell_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         "inferential_final": c.ood_inferential_acc, "symmetric_final": c.ood_symmetric_acc,
         "clock": (c.steps.astype(float) / PAPER_STEPS).round(2), "n_layers": c["model.n_layers"],
         "id_best": c.best_id_acc, "steps": c.steps, "gamma": c["init.gamma"], "ref_width": c["init.ref_width"],
-        "d_model": c["model.d_model"], "status": c.status, "wall_seconds": c.wall_seconds, "run_id": c.run_id})
+        "d_model": c["model.d_model"], "precision": c.run_id.map(precision), "status": c.status,
+        "wall_seconds": c.wall_seconds, "run_id": c.run_id})
     return out.sort_values(["clock", "n_layers", "op_set", "paper_gamma", "peak_lr", "seed"]).reset_index(drop=True)
 
 
