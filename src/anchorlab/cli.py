@@ -75,16 +75,6 @@ def _cmd_eval(a: argparse.Namespace) -> int:
     return 0
 
 
-def _floats(flag: str, text: str | None) -> list[float]:
-    """``"1e-3,2e-3"`` -> [0.001, 0.002] (None or "" -> [])."""
-    if not text:
-        return []
-    try:
-        return [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise ConfigError(f"{flag} {text!r}: expected comma-separated numbers, e.g. 1e-3,2e-3") from None
-
-
 def _cmd_demo(a: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -92,18 +82,16 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 
     print(f"anchorlab demo: training a large-init and a small-init model on the 'neurips' anchor task "
           f"(preset {DEMO_PRESET}, gammas {DEMO_GAMMAS}) in {a.workers} worker process(es)...", flush=True)
-    lrs, thresholds = _floats("--peak-lrs", a.peak_lrs), _floats("--thresholds", a.thresholds)
     table = run_demo(a.out, a.set, workers=a.workers, progress=not a.no_progress, seeds=a.seeds,
-                     peak_lrs=lrs or None, thresholds=thresholds or (0.5, 0.8))
+                     peak_lrs=a.peak_lrs, thresholds=a.thresholds)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(table.drop(columns=["train_acc", "run_dir"] + (["seed"] if a.seeds == 1 else [])
-                         + ([] if lrs else ["peak_lr"]), errors="ignore")
-              .to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        shown = table.drop(columns=["train_acc", "run_dir"] + (["seed"] if a.seeds == 1 else [])
+                           + ([] if a.peak_lrs else ["peak_lr"]), errors="ignore")
+        print(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}", formatters={"peak_lr": "{:g}".format}))
     r = table.attrs["rates"]
     print(f"\ncontrast (large init: symmetric >= 0.8, small init: inferential >= 0.8, ID >= 0.9 both) in "
-          f"{r['contrast_rate']:.0%} of {r['cases']} seed(s)" + (" x lr(s)" if lrs else ""))
-    for line in table.attrs["summary"]:
-        print(line)
+          f"{r['contrast_rate']:.0%} of {r['cases']} seed(s)" + (" x lr(s)" if a.peak_lrs else ""))
+    print("\n".join(table.attrs["summary"]))
     print(f"\nwrote {Path(a.out) / 'summary.json'} and {Path(a.out) / 'ood_over_training.png'}")
     return 0
 
@@ -125,30 +113,23 @@ def _cmd_robustness(a: argparse.Namespace) -> int:
         if not a.no_progress:
             print(f"  run {run.run_id}: {status}", flush=True)
 
-    lrs, thresholds = _floats("--peak-lrs", a.peak_lrs), _floats("--thresholds", a.thresholds) or [0.5, 0.8]
     res = run_study(str(out), a.config, a.op_sets, seeds, settings, a.set, a.op_seed, a.workers, a.executor,
-                    done, include_papers=not a.no_papers_op_set, vary=vary, peak_lrs=lrs or None,
-                    thresholds=thresholds)
+                    done, include_papers=not a.no_papers_op_set, vary=vary, peak_lrs=a.peak_lrs,
+                    thresholds=a.thresholds)
     accs = [c for c in res["judged"].columns if c.endswith(("id_acc", "_acc"))]
-    cols = [*vary, "op_set", "seed", *(["peak_lr"] if lrs else []), *accs, "contrast"]
+    cols = [*vary, "op_set", "seed", *(["peak_lr"] if a.peak_lrs else []), *accs, "contrast"]
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
         print(res["judged"][cols].to_string(index=False, float_format=lambda v: f"{v:.2f}",
                                             formatters={"peak_lr": "{:g}".format}))
     r = res["rates"]
     print(f"\ncontrast in {r['contrast_rate']:.0%} of {r['cases']} cases (large init memorizes "
-          f"{r['large_memorizes_rate']:.0%}, small init composes {r['small_composes_rate']:.0%}; each run on its "
-          f"own at OOD >= {max(thresholds):g}); tables in {out}")
-    if not vary:
-        from .robustness import summary_lines
-
-        for line in summary_lines(res["rates_table"], max(len(lrs), 1), len(seeds)):
-            print(line)
+          f"{r['large_memorizes_rate']:.0%}, small init composes {r['small_composes_rate']:.0%}); "
+          f"tables in {out}")
+    print("\n".join(res["summary"]))
     if vary:
         with pd.option_context("display.width", 250, "display.max_columns", 30):
             print("\nregime map (map.csv, regime_map.png):")
             print(res["map"].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-            print("\nthe papers' rule beside the per-run rates, per grid point and threshold (paper_map.csv):")
-            print(res["rates_table"].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     return 0
 
 
@@ -286,6 +267,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = p.add_subparsers(dest="cmd", required=True)
 
+    def floats(text: str) -> list[float]:
+        return [float(v) for v in text.split(",") if v.strip()]
+
+    def with_lrs(sp: argparse.ArgumentParser) -> None:   # the papers' judgement beside the per-run rate
+        sp.add_argument("--peak-lrs", type=floats, metavar="LR,...", help="train at each peak lr (docs/headline.md)")
+        sp.add_argument("--thresholds", type=floats, default=[0.5, 0.8], metavar="T,...", help="OOD thresholds")
+
     def with_config(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("config", help="YAML file or preset name (e.g. neurips/paper, demo/small, scan/cpu)")
         sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -314,10 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--seeds", type=int, default=1, help="seeds per model; the contrast rate is reported over them")
     sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override the demo config for both models")
-    sp.add_argument("--peak-lrs", metavar="LR1,LR2,...",
-                    help="train each model and seed at each peak lr (optim.peak_lr); judged the papers' way")
-    sp.add_argument("--thresholds", metavar="T1,T2", help="OOD accuracy thresholds reported (default 0.5,0.8)")
     sp.add_argument("--no-progress", action="store_true")
+    with_lrs(sp)
     sp.set_defaults(fn=_cmd_demo)
 
     sp = sub.add_parser("robustness", help="the headline over random anchor op sets x seeds: large vs small init")
@@ -334,15 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2[,...]",
                     help="regime map: repeat the study at each value (several --vary are crossed), "
                          "e.g. --vary train.epochs=3,12 --vary optim.peak_lr=5e-4,2e-3; writes map.csv")
-    sp.add_argument("--peak-lrs", metavar="LR1,LR2,...",
-                    help="train every case at each peak lr (optim.peak_lr); the papers' rule takes the best "
-                         "over them and over training per seed and mapping, then the mean over seeds (cells.csv)")
-    sp.add_argument("--thresholds", metavar="T1,T2",
-                    help="OOD accuracy thresholds of the judgement (default 0.5,0.8: the journal's reasoning "
-                         "phase, and strict)")
     sp.add_argument("--executor", default="process", choices=["process", "inprocess", "ray"])
     sp.add_argument("--workers", type=int, default=None)
     sp.add_argument("--no-progress", action="store_true")
+    with_lrs(sp)
     sp.set_defaults(fn=_cmd_robustness)
 
     sp = sub.add_parser("sweep", help="run (or resume) a sweep: a base config x axes, results in SQLite")

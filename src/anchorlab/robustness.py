@@ -332,7 +332,8 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
     the papers' rule and the per-run rates); with ``vary``, also ``map.csv`` (one row per grid point,
     :func:`rate_map`), ``paper_map.csv`` (``rates`` per grid point and threshold) and ``regime_map.png``.
     ``peak_lrs``: train every case at each of these peak lrs (``optim.peak_lr``).
-    Return ``{"rates", "rates_table", "judged", "cases", "seeds", "cells", "files"}`` (and ``"map"``)."""
+    Return ``{"rates", "rates_table", "judged", "cases", "seeds", "cells", "summary", "files"}`` (and ``"map"``);
+    ``summary``: printable lines giving the papers' rule beside the per-run rate."""
     from pathlib import Path
 
     from .io import atomic_write
@@ -362,6 +363,9 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
               ("rates", jt["rates"])]
     res: dict[str, Any] = {"rates": r, "rates_table": jt["rates"], "judged": judged, "cases": cases,
                            "seeds": jt["seeds"], "cells": jt["cells"]}
+    res["summary"] = summary_lines(jt["rates"], max(len(peak_lrs or ()), 1), len(seeds), id_min) if not by else [
+        "\nthe papers' rule beside the per-run rates, per grid point and threshold (paper_map.csv):",
+        jt["rates"].to_string(index=False, float_format=lambda v: f"{v:.2f}")]
     if by:
         res["map"] = rate_map(judged, cases, by)
         tables += [("map", res["map"]), ("paper_map", jt["rates"])]
