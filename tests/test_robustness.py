@@ -168,3 +168,14 @@ def test_robustness_with_peak_lrs_reports_the_papers_rule_beside_the_per_run_rat
     with pytest.raises(ConfigError, match="peak_lrs"):
         from anchorlab.robustness import run_study
         run_study(str(tmp_path / "x"), "demo/small", 1, [0], peak_lrs=[1e-3], vary={"optim.peak_lr": [1e-3]})
+
+
+def test_a_study_reads_only_its_own_runs_from_a_shared_directory(tmp_path):
+    from anchorlab.robustness import run_study
+
+    tiny = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024", "task.n_eval_per_group=16",
+            "train.batch_size=256", "train.eval_every=4"]
+    a = run_study(str(tmp_path), "demo/small", 1, [0], overrides=[*tiny, "train.epochs=1"], executor="inprocess")
+    b = run_study(str(tmp_path), "demo/small", 1, [0], overrides=[*tiny, "train.epochs=2"], executor="inprocess")
+    assert len(list((tmp_path / "runs").iterdir())) == 4
+    assert len(a["cases"]) == len(b["cases"]) == 2 and set(a["cases"].run_id).isdisjoint(b["cases"].run_id)

@@ -352,10 +352,11 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
             check_range("peak_lrs", lr, 0.0, lo_open=True)
         axes["optim.peak_lr"] = list(peak_lrs)
     spec = study_spec(base, ops, seeds, settings, overrides, vary=axes or None)
-    run_sweep(spec, out, executor=executor, max_workers=workers, on_result=on_result)
+    ids = set(run_sweep(spec, out, executor=executor, max_workers=workers, on_result=on_result).run_id)
     by = list(vary or {})
     large, small = settings[0].name, settings[1].name
-    cases = case_table(finals(out), settings, by)
+    # this study's runs only: a directory shared with other sweeps (docs/headline.md) holds more
+    cases = case_table([f for f in finals(out) if f["run_id"] in ids], settings, by)
     judged = judge(cases, large, small, id_min, max(thresholds), by=by)
     jt = judgement_tables(cases, large, small, thresholds, id_min, by)
     r = rates(judged)
