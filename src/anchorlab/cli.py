@@ -82,13 +82,16 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 
     print(f"anchorlab demo: training a large-init and a small-init model on the 'neurips' anchor task "
           f"(preset {DEMO_PRESET}, gammas {DEMO_GAMMAS}) in {a.workers} worker process(es)...", flush=True)
-    table = run_demo(a.out, a.set, workers=a.workers, progress=not a.no_progress, seeds=a.seeds)
+    table = run_demo(a.out, a.set, workers=a.workers, progress=not a.no_progress, seeds=a.seeds,
+                     peak_lrs=a.peak_lrs, thresholds=a.thresholds)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(table.drop(columns=["train_acc", "run_dir"] + (["seed"] if a.seeds == 1 else []), errors="ignore")
-              .to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        shown = table.drop(columns=["train_acc", "run_dir"] + (["seed"] if a.seeds == 1 else [])
+                           + ([] if a.peak_lrs else ["peak_lr"]), errors="ignore")
+        print(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}", formatters={"peak_lr": "{:g}".format}))
     r = table.attrs["rates"]
     print(f"\ncontrast (large init: symmetric >= 0.8, small init: inferential >= 0.8, ID >= 0.9 both) in "
-          f"{r['contrast_rate']:.0%} of {r['cases']} seed(s)")
+          f"{r['contrast_rate']:.0%} of {r['cases']} seed(s)" + (" x lr(s)" if a.peak_lrs else ""))
+    print("\n".join(table.attrs["summary"]))
     print(f"\nwrote {Path(a.out) / 'summary.json'} and {Path(a.out) / 'ood_over_training.png'}")
     return 0
 
@@ -111,15 +114,18 @@ def _cmd_robustness(a: argparse.Namespace) -> int:
             print(f"  run {run.run_id}: {status}", flush=True)
 
     res = run_study(str(out), a.config, a.op_sets, seeds, settings, a.set, a.op_seed, a.workers, a.executor,
-                    done, include_papers=not a.no_papers_op_set, vary=vary)
+                    done, include_papers=not a.no_papers_op_set, vary=vary, peak_lrs=a.peak_lrs,
+                    thresholds=a.thresholds)
     accs = [c for c in res["judged"].columns if c.endswith(("id_acc", "_acc"))]
-    cols = [*vary, "op_set", "seed", *accs, "contrast"]
+    cols = [*vary, "op_set", "seed", *(["peak_lr"] if a.peak_lrs else []), *accs, "contrast"]
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
-        print(res["judged"][cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        print(res["judged"][cols].to_string(index=False, float_format=lambda v: f"{v:.2f}",
+                                            formatters={"peak_lr": "{:g}".format}))
     r = res["rates"]
     print(f"\ncontrast in {r['contrast_rate']:.0%} of {r['cases']} cases (large init memorizes "
           f"{r['large_memorizes_rate']:.0%}, small init composes {r['small_composes_rate']:.0%}); "
           f"tables in {out}")
+    print("\n".join(res["summary"]))
     if vary:
         with pd.option_context("display.width", 250, "display.max_columns", 30):
             print("\nregime map (map.csv, regime_map.png):")
@@ -261,6 +267,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = p.add_subparsers(dest="cmd", required=True)
 
+    def floats(text: str) -> list[float]:
+        return [float(v) for v in text.split(",") if v.strip()]
+
+    def with_lrs(sp: argparse.ArgumentParser) -> None:   # the papers' judgement beside the per-run rate
+        sp.add_argument("--peak-lrs", type=floats, metavar="LR,...", help="train at each peak lr (docs/headline.md)")
+        sp.add_argument("--thresholds", type=floats, default=[0.5, 0.8], metavar="T,...", help="OOD thresholds")
+
     def with_config(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("config", help="YAML file or preset name (e.g. neurips/paper, demo/small, scan/cpu)")
         sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -290,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override the demo config for both models")
     sp.add_argument("--no-progress", action="store_true")
+    with_lrs(sp)
     sp.set_defaults(fn=_cmd_demo)
 
     sp = sub.add_parser("robustness", help="the headline over random anchor op sets x seeds: large vs small init")
@@ -309,6 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--executor", default="process", choices=["process", "inprocess", "ray"])
     sp.add_argument("--workers", type=int, default=None)
     sp.add_argument("--no-progress", action="store_true")
+    with_lrs(sp)
     sp.set_defaults(fn=_cmd_robustness)
 
     sp = sub.add_parser("sweep", help="run (or resume) a sweep: a base config x axes, results in SQLite")
