@@ -159,3 +159,14 @@ def test_bench_cli_rejects_bad_arguments_naming_the_flag(capsys):
     assert "--shapes: unknown shape 'huge'; choose from demo, paper" in capsys.readouterr().err
     assert main(["bench", "--steps", "demo=0"]) == 2
     assert "--steps" in capsys.readouterr().err
+
+
+def test_malloc_retain_is_not_part_of_the_run_id_and_takes_effect_on_glibc():
+    import platform
+
+    from anchorlab.train.allocator import retain_freed_memory
+
+    a, b = experiment_from_dict({}, TINY), experiment_from_dict({}, TINY + ["train.malloc_retain=false"])
+    assert a.run_id() == b.run_id() and a.train.malloc_retain and not b.train.malloc_retain
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        assert retain_freed_memory() and retain_freed_memory()

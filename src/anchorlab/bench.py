@@ -9,7 +9,7 @@ Three tidy tables, all measured in one process with the same thread count and cl
   backward, clipping, AdamW, exactly the loop's code) per shape x precision:
   ms/step, achieved GFLOP/s (analytic count, :func:`train_flops_per_sample`),
   % of that dtype's peak, speed-up over float32, and the step split into its
-  phases (forward, backward, optimizer).
+  phases (forward, backward, optimizer) and the minor page faults per step.
 * **profile** (``profile=True``) -- the forward+backward's operator time grouped
   into matmul / activation / softmax / layernorm / casts / other (torch.profiler).
 
@@ -36,6 +36,7 @@ import torch
 from .config import ExperimentConfig, ModelConfig, load_config
 from .tasks.base import build_task
 from .train.optim import make_optimizer
+from .train.allocator import retain_freed_memory
 from .train.precision import CpuMatrixUnits, Precision, autocast, cpu_matrix_units
 from .train.run import init_model
 from .train.single import train_step
@@ -133,6 +134,7 @@ class StepTiming:
     backward: float
     optimizer: float
     steps: int
+    page_faults: float      # minor page faults per step (getrusage; NaN where unavailable)
 
 
 def time_steps(cfg: ExperimentConfig, steps: int, warmup: int, clock: Callable[[], float],
@@ -157,10 +159,12 @@ def time_steps(cfg: ExperimentConfig, steps: int, warmup: int, clock: Callable[[
 
     for i in range(warmup):
         step(i)
+    f0 = _minor_faults()
     t = clock()
     for i in range(steps):
         step(i)
     total = (clock() - t) / steps
+    faults = (_minor_faults() - f0) / steps
     fw = bw = op = 0.0
     for i in range(steps):
         t0 = clock()
@@ -176,7 +180,16 @@ def time_steps(cfg: ExperimentConfig, steps: int, warmup: int, clock: Callable[[
         t3 = clock()
         fw, bw, op = fw + t1 - t0, bw + t2 - t1, op + t3 - t2
     prof = profile_steps(lambda i: step(i), steps) if profile else None
-    return StepTiming(total, fw / steps, bw / steps, op / steps, steps), prof
+    return StepTiming(total, fw / steps, bw / steps, op / steps, steps, faults), prof
+
+
+def _minor_faults() -> float:
+    """This process's minor page faults so far (a load-independent count of fresh-memory touches)."""
+    try:
+        import resource
+    except ImportError:   # not on Windows
+        return float("nan")
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
 CATEGORIES = (  # (category, substrings of aten op names), first match wins
@@ -222,6 +235,7 @@ class BenchResult:
     peaks: pd.DataFrame
     steps: pd.DataFrame
     profiles: dict[tuple[str, str], pd.DataFrame]
+    malloc_retain: bool = True
 
     def peak(self, precision: str) -> float:
         rows = self.peaks[self.peaks.precision == precision]
@@ -249,11 +263,13 @@ class BenchResult:
 
 def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[str] = ("fp32", "bf16"),
               steps: dict[str, int] | None = None, warmup: int = 2, threads: int = 1, clock: str = "wall",
-              profile: bool = False, min_seconds: float = 0.3,
-              emulated_steps: int = 2) -> BenchResult:
+              profile: bool = False, min_seconds: float = 0.3, emulated_steps: int = 1,
+              malloc_retain: bool = True) -> BenchResult:
     """Measure peaks and steps (see the module docstring). ``steps``: timed steps per shape
     (default demo 20, paper 4); bf16 on a CPU without bf16 units is capped at ``emulated_steps``
-    (its matmuls are emulated and slow) with one warm-up step."""
+    (its matmuls are emulated and slow: 43 s a paper-shape step on an AVX2 EPYC) with no warm-up
+    and no profile. ``malloc_retain``: as ``train.malloc_retain`` (process-wide once set: compare
+    both settings in two processes)."""
     for p in precisions:
         if p not in PRECISIONS:
             raise ValueError(f"--precisions: unknown precision {p!r}; choose from {', '.join(PRECISIONS)}")
@@ -264,6 +280,8 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
     units = cpu_matrix_units()
     old_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
+    if malloc_retain:
+        retain_freed_memory()
     with _flush_denormal():
         peaks = measure_peaks(shapes, precisions, tick, min_seconds)
         peak = peaks.groupby("precision").gflops.max().to_dict()
@@ -271,17 +289,17 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
         for name in shapes:
             for p in precisions:
                 cfg = shape_config(name, PRECISIONS[p])
-                n, w = steps[name], warmup
+                n, w, prof_this = steps[name], warmup, profile
                 if p == "bf16" and not units.bf16:
-                    n, w = min(n, emulated_steps), min(w, 1)
-                t, prof = time_steps(cfg, n, w, tick, profile)
+                    n, w, prof_this = min(n, emulated_steps), 0, False
+                t, prof = time_steps(cfg, n, w, tick, prof_this)
                 flops = train_flops_per_sample(cfg.model, cfg.task.seq_len) * cfg.train.batch_size
                 gf = flops / t.seconds / 1e9
                 rows.append({"shape": name, "precision": p, "d_model": cfg.model.d_model, "d_ff": cfg.model.d_ff,
                              "batch": cfg.train.batch_size, "steps": n, "ms_per_step": 1e3 * t.seconds,
                              "gflops": gf, "pct_of_peak": 100 * gf / peak[p],
                              "forward_ms": 1e3 * t.forward, "backward_ms": 1e3 * t.backward,
-                             "optimizer_ms": 1e3 * t.optimizer})
+                             "optimizer_ms": 1e3 * t.optimizer, "page_faults_per_step": t.page_faults})
                 if prof is not None:
                     profiles[(name, p)] = prof
     torch.set_num_threads(old_threads)
@@ -290,7 +308,7 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
         base = steps_df[steps_df.precision == "fp32"].set_index("shape").ms_per_step
         steps_df["speedup_vs_fp32"] = [base.get(s, float("nan")) / ms
                                        for s, ms in zip(steps_df["shape"], steps_df.ms_per_step)]
-    return BenchResult(units, threads, clock, peaks, steps_df, profiles)
+    return BenchResult(units, threads, clock, peaks, steps_df, profiles, malloc_retain)
 
 
 @contextlib.contextmanager
@@ -311,13 +329,14 @@ def format_result(r: BenchResult) -> str:
     import platform
 
     cpu = _cpu_name() or platform.processor() or "unknown CPU"
-    out = [f"CPU: {cpu}; torch {torch.__version__}; {r.units.describe()}; {r.threads} thread(s); clock {r.clock}",
+    out = [f"CPU: {cpu}; torch {torch.__version__}; {r.units.describe()}; {r.threads} thread(s); clock {r.clock}; "
+           f"malloc_retain {'on' if r.malloc_retain else 'off'}",
            "", "matmul GFLOP/s (peak per dtype = its best row):"]
     piv = r.peaks.pivot_table(index=["label", "m", "k", "n"], columns="precision", values="gflops", sort=False)
     out.append(piv.round(1).reset_index().to_string(index=False))
     out += ["", "training step:"]
     cols = ["shape", "precision", "batch", "steps", "ms_per_step", "gflops", "pct_of_peak", "speedup_vs_fp32",
-            "forward_ms", "backward_ms", "optimizer_ms"]
+            "forward_ms", "backward_ms", "optimizer_ms", "page_faults_per_step"]
     out.append(r.steps[cols].round(2).to_string(index=False))
     for (shape, p), prof in r.profiles.items():
         out += ["", f"operator time, {shape} {p} (self CPU ms per step):", prof.round(3).to_string(index=False)]

@@ -111,17 +111,20 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     if a.dry_run:
         from .demo import demo_spec
 
-        return dry_run(demo_spec(a.set, a.seeds), Path(a.out), a.workers)
+        return dry_run(demo_spec(a.set, a.seeds, a.peak_lrs), Path(a.out), a.workers)
     print(f"anchorlab demo: training a large-init and a small-init model on the 'neurips' anchor task "
           f"(preset {DEMO_PRESET}, gammas {DEMO_GAMMAS}) in {a.workers} worker process(es)...", flush=True)
     will_create(a, Path(a.out))
-    table = run_demo(a.out, a.set, workers=a.workers, progress=not a.no_progress, seeds=a.seeds)
+    table = run_demo(a.out, a.set, workers=a.workers, progress=not a.no_progress, seeds=a.seeds,
+                     peak_lrs=a.peak_lrs, thresholds=a.thresholds)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(table.drop(columns=["train_acc", "run_dir"] + (["seed"] if a.seeds == 1 else []), errors="ignore")
-              .to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        shown = table.drop(columns=["train_acc", "run_dir"] + (["seed"] if a.seeds == 1 else [])
+                           + ([] if a.peak_lrs else ["peak_lr"]), errors="ignore")
+        print(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}", formatters={"peak_lr": "{:g}".format}))
     r = table.attrs["rates"]
     print(f"\ncontrast (large init: symmetric >= 0.8, small init: inferential >= 0.8, ID >= 0.9 both) in "
-          f"{r['contrast_rate']:.0%} of {r['cases']} seed(s)")
+          f"{r['contrast_rate']:.0%} of {r['cases']} seed(s)" + (" x lr(s)" if a.peak_lrs else ""))
+    print("\n".join(table.attrs["summary"]))
     print(f"\nwrote {Path(a.out) / 'summary.json'} and {Path(a.out) / 'ood_over_training.png'}")
     return 0
 
@@ -143,7 +146,8 @@ def _cmd_robustness(a: argparse.Namespace) -> int:
         from .robustness import random_op_sets, study_spec
 
         ops = random_op_sets(a.op_sets, a.op_seed, include_papers=not a.no_papers_op_set)
-        return dry_run(study_spec(a.config, ops, seeds, settings, a.set, vary=vary), out, a.workers or 2)
+        axes = {**vary, **({"optim.peak_lr": list(a.peak_lrs)} if a.peak_lrs else {})}
+        return dry_run(study_spec(a.config, ops, seeds, settings, a.set, vary=axes or None), out, a.workers or 2)
     will_create(a, out)
 
     def done(run, status: str) -> None:
@@ -151,15 +155,18 @@ def _cmd_robustness(a: argparse.Namespace) -> int:
             print(f"  run {run.run_id}: {status}", flush=True)
 
     res = run_study(str(out), a.config, a.op_sets, seeds, settings, a.set, a.op_seed, a.workers, a.executor,
-                    done, include_papers=not a.no_papers_op_set, vary=vary)
+                    done, include_papers=not a.no_papers_op_set, vary=vary, peak_lrs=a.peak_lrs,
+                    thresholds=a.thresholds)
     accs = [c for c in res["judged"].columns if c.endswith(("id_acc", "_acc"))]
-    cols = [*vary, "op_set", "seed", *accs, "contrast"]
+    cols = [*vary, "op_set", "seed", *(["peak_lr"] if a.peak_lrs else []), *accs, "contrast"]
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
-        print(res["judged"][cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        print(res["judged"][cols].to_string(index=False, float_format=lambda v: f"{v:.2f}",
+                                            formatters={"peak_lr": "{:g}".format}))
     r = res["rates"]
     print(f"\ncontrast in {r['contrast_rate']:.0%} of {r['cases']} cases (large init memorizes "
           f"{r['large_memorizes_rate']:.0%}, small init composes {r['small_composes_rate']:.0%}); "
           f"tables in {out}")
+    print("\n".join(res["summary"]))
     if vary:
         with pd.option_context("display.width", 250, "display.max_columns", 30):
             print("\nregime map (map.csv, regime_map.png):")
@@ -291,7 +298,7 @@ def _cmd_bench(a: argparse.Namespace) -> int:
         steps[name] = int(n)
     try:
         r = run_bench(a.shapes.split(","), a.precisions.split(","), steps=steps, warmup=a.warmup, threads=a.threads,
-                      clock=a.clock, profile=a.profile)
+                      clock=a.clock, profile=a.profile, malloc_retain=not a.no_malloc_retain)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     print(format_result(r))
@@ -314,6 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level (also after the command)")
     p.add_argument("--version", action="version", version=f"anchorlab {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    def floats(text: str) -> list[float]:
+        return [float(v) for v in text.split(",") if v.strip()]
+
+    def with_lrs(sp: argparse.ArgumentParser) -> None:   # the papers' judgement beside the per-run rate
+        sp.add_argument("--peak-lrs", type=floats, metavar="LR,...", help="train at each peak lr (docs/headline.md)")
+        sp.add_argument("--thresholds", type=floats, default=[0.5, 0.8], metavar="T,...", help="OOD thresholds")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help, description=help, formatter_class=HelpFormatter)
@@ -360,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     overrides(sp, "override the demo config for both models")
     sp.add_argument("--dry-run", action="store_true", help="print the runs and their estimated cost; train nothing")
     no_progress(sp)
+    with_lrs(sp)
     sp.set_defaults(fn=_cmd_demo)
 
     sp = command("robustness", "the headline over random anchor op sets x seeds: large vs small init")
@@ -379,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--dry-run", action="store_true", help="print the runs and their estimated cost; train nothing")
     execution(sp)
     no_progress(sp)
+    with_lrs(sp)
     sp.set_defaults(fn=_cmd_robustness)
 
     sp = command("sweep", "run (or resume) a sweep: a base config x axes, results in SQLite; --list the presets")
@@ -428,6 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--clock", default="wall", choices=["wall", "process"],
                     help="process: this process's CPU seconds (fair on a machine shared with other jobs)")
     sp.add_argument("--profile", action="store_true", help="also split each step's operator time by category")
+    sp.add_argument("--no-malloc-retain", action="store_true",
+                    help="leave glibc's malloc thresholds alone (as train.malloc_retain=false)")
     sp.add_argument("--csv", metavar="PATH", help="also write the step table (and PATH's stem + _peaks.csv)")
     sp.set_defaults(fn=_cmd_bench)
     return p

@@ -44,6 +44,7 @@ from ..registry import MODELS, load
 from ..tasks.base import Task
 from ..metric_order import lower_is_better
 from .checkpoint import load_checkpoint, remove_stale_temps, save_checkpoint, save_weights, versions
+from .allocator import retain_freed_memory
 from .optim import lr_at, make_optimizer
 from .precision import Precision, resolve_precision
 
@@ -79,7 +80,9 @@ def numerics(cfg: ExperimentConfig, device: torch.device):
     """Process-wide numeric switches for the duration of a run, each restored to its previous value after.
 
     Threads (``train.threads``), flush-denormal on CPU (``train.flush_denormal``)
-    and TF32 for CUDA matmuls and cuDNN (``train.tf32``).
+    and TF32 for CUDA matmuls and cuDNN (``train.tf32``). ``train.malloc_retain``
+    (CPU) raises glibc's malloc thresholds for the rest of the process: it has no
+    getter, so it is the one switch not restored.
     """
     t = cfg.train
     old_threads = torch.get_num_threads()
@@ -89,6 +92,8 @@ def numerics(cfg: ExperimentConfig, device: torch.device):
         torch.set_num_threads(t.threads)
     if device.type == "cpu":
         torch.set_flush_denormal(t.flush_denormal)
+        if t.malloc_retain:
+            retain_freed_memory()   # process-wide, not restored (see train/allocator.py)
     torch.backends.cuda.matmul.allow_tf32 = t.tf32   # flags only: harmless without CUDA
     torch.backends.cudnn.allow_tf32 = t.tf32
     try:
