@@ -229,3 +229,21 @@ def test_the_readme_python_snippet_runs_as_pasted(tmp_path):
     assert lines[0] == "0.0002 0.002" and lines[1].startswith("finished ")
     assert "torch.Size([8, 9, 201]) torch.Size([8, 1, 9, 9])" in res.stdout and "measured_std" in res.stdout
     assert (tmp_path / "runs" / "small" / "final.json").exists()
+
+
+def test_a_reader_that_stops_early_gets_no_traceback():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), os.environ.get("PYTHONPATH", "")])}
+    code = ("import sys; from anchorlab.cli import main\n"
+            "for _ in range(20):             # more than a pipe buffer holds\n"
+            "    rc = main(['config', '--reference'])\n"
+            "    if rc: sys.exit(rc)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    p.stdout.readline()
+    p.stdout.close()                         # like `| head -1`
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141 and "Traceback" not in err, err

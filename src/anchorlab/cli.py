@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -471,6 +472,9 @@ def main(argv: list[str] | None = None) -> int:
             "re-running the same command skips the finished runs and resumes any run that has a checkpoint")
         print(f"anchorlab: interrupted; {note}", file=sys.stderr)
         return 130
+    except BrokenPipeError:   # the reader stopped reading (`anchorlab ... | head`): no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except BaseException:
         cleanup(args)
         if getattr(args, "resume_note", None):
