@@ -1,16 +1,57 @@
-"""The package's shape: no import cycles, small modules, every task on the one protocol, a light public API."""
+"""The package's shape: imports point down a declared layer order, no import loops, small modules,
+every task on the one protocol, a light public API.
+
+The import walk reads every module with ``ast`` and counts every import statement: at the top level,
+inside functions and under ``if TYPE_CHECKING``, with relative imports resolved. A module belongs to
+the first layer of :data:`LAYERS` whose prefix names it (the longest prefix wins). A module may import
+from its own layer or a lower one; two modules, or two packages, may not import each other.
+
+Run as a script to print the layer chart of docs/architecture.md (``--write-docs`` rewrites it there)
+and the package graph::
+
+    python tests/test_structure.py              # chart, then one line per package: its imports
+    python tests/test_structure.py --write-docs
+"""
+
+from __future__ import annotations
 
 import ast
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "anchorlab"
+from anchorlab.registry import TASKS
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "anchorlab"
+DOC = ROOT / "docs" / "architecture.md"
 MAX_LINES = 400
 
+# Bottom to top: (layer, module prefixes under anchorlab, what it holds). "" is the package itself
+# (anchorlab/__init__.py, the public API, which names everything it exports).
+LAYERS: list[tuple[str, tuple[str, ...], str]] = [
+    ("io", ("io", "progress", "registry", "metric_order", "_version"),
+     "atomic files, progress lines, name -> 'module:attr' registries, metric direction, version"),
+    ("config", ("config", "extras", "datasets"),
+     "frozen dataclasses <-> YAML, one-line errors; optional packages; the data cache"),
+    ("model", ("model",), "transformer with hook points, KV cache, init rate, parameter roles"),
+    ("tasks", ("tasks",), "the Task protocol and the task families: data, loss, evaluation"),
+    ("eval", ("eval",), "the phase rules and the ID / OOD metric vocabulary figures read"),
+    ("plots", ("plots",), "figures only: tables in, matplotlib Figure out, one saver"),
+    ("train", ("train", "tracking"), "the one run lifecycle, single and stacked loops, checkpoints, tracking"),
+    ("analysis", ("analysis",), "pure analyses of runs -> tables; the analysis registry"),
+    ("sweep", ("sweep",), "grid, runner, executors, the results store, aggregation, reading a sweep back"),
+    ("report", ("report", "report_page"), "a sweep's HTML page"),
+    ("reproduce", ("reproduce",), "paper figures: sweep per scale -> maker -> figure and claims"),
+    ("studies", ("robustness", "demo"), "the robustness study and the CPU demo (sweeps on the runner)"),
+    ("entry", ("cli", ""), "the command line and the public API"),
+]
 
+
+# ------------------------------------------------------------------ the walk
 def _modules() -> dict[str, Path]:
     out = {}
     for p in SRC.rglob("*.py"):
@@ -21,27 +62,15 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _type_checking_lines(tree: ast.AST) -> set[int]:
-    lines = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for sub in node.body:
-                lines.update(range(sub.lineno, (sub.end_lineno or sub.lineno) + 1))
-    return lines
-
-
 def import_graph() -> dict[str, set[str]]:
-    """Module -> anchorlab modules it imports (any import statement, also inside functions;
-    ``if TYPE_CHECKING`` blocks excluded)."""
+    """Module -> the anchorlab modules it imports: every import statement (top level, in functions, under
+    TYPE_CHECKING), relative imports resolved; ``from pkg import sub`` counts as importing ``pkg.sub``."""
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
         tree = ast.parse(path.read_text())
-        skip = _type_checking_lines(tree)
         pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
         for node in ast.walk(tree):
-            if getattr(node, "lineno", None) in skip:
-                continue
             targets = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -57,6 +86,41 @@ def import_graph() -> dict[str, set[str]]:
                 if t and t.startswith("anchorlab") and t != mod:
                     graph[mod].add(t)
     return graph
+
+
+def layer_of(mod: str) -> int:
+    """Index in :data:`LAYERS` of a module (longest matching prefix); KeyError if no layer names it."""
+    rel = mod.removeprefix("anchorlab").removeprefix(".")
+    best, best_len = None, -1
+    for i, (_, prefixes, _) in enumerate(LAYERS):
+        for p in prefixes:
+            if (rel == p or rel.startswith(p + ".") or (p == "" and rel == "")) and len(p) > best_len:
+                best, best_len = i, len(p)
+    if best is None:
+        raise KeyError(f"{mod}: in no layer; add it to LAYERS in tests/test_structure.py")
+    return best
+
+
+def package_of(mod: str) -> str:
+    """``anchorlab.train.run`` -> ``train``; ``anchorlab.report`` -> ``report``; ``anchorlab`` -> ``anchorlab``."""
+    rel = mod.removeprefix("anchorlab").removeprefix(".")
+    return rel.split(".")[0] if rel else "anchorlab"
+
+
+def package_graph(graph: dict[str, set[str]] | None = None) -> dict[str, set[str]]:
+    """Package -> the other packages its modules import."""
+    graph = import_graph() if graph is None else graph
+    out: dict[str, set[str]] = defaultdict(set)
+    for mod, deps in graph.items():
+        out[package_of(mod)].update(package_of(d) for d in deps)
+    return {p: deps - {p} for p, deps in out.items()}
+
+
+def upward_imports(graph: dict[str, set[str]] | None = None) -> list[str]:
+    """``importer -> imported (layer -> higher layer)`` for every import that points up."""
+    graph = import_graph() if graph is None else graph
+    return [f"{m} -> {d} ({LAYERS[layer_of(m)][0]} -> {LAYERS[layer_of(d)][0]})"
+            for m in sorted(graph) for d in sorted(graph[m]) if layer_of(d) > layer_of(m)]
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -85,17 +149,120 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_no_import_cycles_between_modules():
+def loops(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every loop of ``graph``, one per strongly connected part: find one, cut its first edge, repeat."""
+    g = {k: set(v) for k, v in graph.items()}
+    out = []
+    while (c := find_cycle(g)) is not None:
+        out.append(c)
+        g[c[0]].discard(c[1])
+    return out
+
+
+# ------------------------------------------------------------------ the chart
+def layer_chart(graph: dict[str, set[str]] | None = None) -> str:
+    """The layer chart of docs/architecture.md: one block per layer, top first; each package with the
+    packages it imports."""
+    pg = package_graph(graph)
+    by_layer: dict[int, list[str]] = defaultdict(list)
+    for p in sorted(pg):
+        by_layer[layer_of("anchorlab" if p == "anchorlab" else f"anchorlab.{p}")].append(p)
+    lines = []
+    for i in reversed(range(len(LAYERS))):
+        name, _, what = LAYERS[i]
+        lines.append(f"{name:10s} {what}")
+        for p in by_layer.get(i, []):
+            shown = "anchorlab (the public API)" if p == "anchorlab" else p
+            deps = " ".join(sorted(pg[p])) or "-"
+            lines.append(f"  {shown:26s} -> {deps}")
+    return "\n".join(lines)
+
+
+CHART_BEGIN, CHART_END = "<!-- layer chart: generated by `python tests/test_structure.py --write-docs` -->", \
+    "<!-- end of layer chart -->"
+
+
+def doc_chart() -> str:
+    text = DOC.read_text()
+    start, end = text.index(CHART_BEGIN) + len(CHART_BEGIN), text.index(CHART_END)
+    return text[start:end].strip().removeprefix("```").removesuffix("```").strip("\n")
+
+
+def write_doc_chart() -> None:
+    text = DOC.read_text()
+    start, end = text.index(CHART_BEGIN) + len(CHART_BEGIN), text.index(CHART_END)
+    DOC.write_text(text[:start] + "\n```\n" + layer_chart() + "\n```\n" + text[end:])
+
+
+def report() -> str:
+    """Upward imports and loops, counted, with the offending edges."""
     graph = import_graph()
-    # a package's __init__ re-exporting its submodules is not a dependency of those submodules
-    for mod, deps in graph.items():
-        graph[mod] = {d for d in deps if not mod.startswith(d + ".")}
-    assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph))}"
+    up = upward_imports(graph)
+    mod_loops, pkg_loops = loops(graph), loops(package_graph(graph))
+    out = [f"{len(graph)} modules, {sum(map(len, graph.values()))} imports; "
+           f"{len(up)} upward imports, {len(mod_loops) + len(pkg_loops)} loops "
+           f"({len(mod_loops)} between modules, {len(pkg_loops)} between packages)"]
+    out += [f"  upward: {e}" for e in up]
+    out += [f"  module loop: {' -> '.join(c)}" for c in mod_loops]
+    out += [f"  package loop: {' -> '.join(c)}" for c in pkg_loops]
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------ tests
+def test_every_module_has_a_layer():
+    missing = []
+    for m in _modules():
+        try:
+            layer_of(m)
+        except KeyError as e:
+            missing.append(str(e))
+    assert not missing, "\n".join(missing)
+
+
+def test_imports_point_down_the_layers():
+    up = upward_imports()
+    assert not up, f"{len(up)} upward imports (importer -> imported):\n" + "\n".join(up)
+
+
+def test_no_import_cycles_between_modules():
+    found = loops(import_graph())
+    assert not found, f"{len(found)} module loops:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_no_import_cycles_between_packages():
+    found = loops(package_graph())
+    assert not found, f"{len(found)} package loops:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_structure_report_says_zero(capsys):
+    text = report()
+    with capsys.disabled():
+        print("\n" + text)
+    assert "0 upward imports, 0 loops" in text.splitlines()[0]
+
+
+def test_the_walk_sees_function_level_type_checking_and_relative_imports():
+    g = import_graph()
+    # anchorlab/__init__.py imports everything only under TYPE_CHECKING; evaluate() imports .train in its body
+    assert {"anchorlab.train", "anchorlab.reproduce", "anchorlab.sweep.runner"} <= g["anchorlab"]
+    assert "anchorlab.io" in g["anchorlab.plots.save"]              # `from ..io import atomic_write` in a function
 
 
 def test_the_cycle_finder_finds_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+    assert len(loops({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c"}})) == 2
+
+
+def test_layers_are_checked():
+    assert upward_imports({"anchorlab.io": {"anchorlab.train.run"}, "anchorlab.train.run": set()}) == [
+        "anchorlab.io -> anchorlab.train.run (io -> train)"]
+    assert LAYERS[layer_of("anchorlab")][0] == "entry" and LAYERS[layer_of("anchorlab.report_page")][0] == "report"
+
+
+def test_docs_chart_is_the_generated_one():
+    assert doc_chart() == layer_chart(), ("docs/architecture.md's layer chart differs from the code; "
+                                          "regenerate it: python tests/test_structure.py --write-docs")
 
 
 def test_modules_stay_small_or_say_why():
@@ -109,13 +276,14 @@ def test_modules_stay_small_or_say_why():
     assert not long, f"modules over {MAX_LINES} lines without a reason in their docstring: {long}"
 
 
-@pytest.mark.parametrize("name", ["anchor", "scan", "cogs", "pairs", "addition", "prontoqa", "lm"])
+@pytest.mark.parametrize("name", sorted(TASKS))
 def test_every_registered_task_implements_the_protocol(name):
-    from anchorlab.registry import TASKS, load
+    from anchorlab.registry import load
     from anchorlab.tasks.base import Task
 
     cls = load(TASKS[name].impl)
-    for attr in ("dims", "train_data", "eval_data", "loss", "evaluate", "headline", "stackable", "name"):
+    for attr in ("dims", "train_data", "eval_data", "loss", "evaluate", "headline", "stackable", "name",
+                 "write_run_files", "summary_lines"):
         assert hasattr(cls, attr), (name, attr)
     assert cls.name == name
     cfg_cls = load(TASKS[name].config)
@@ -131,3 +299,30 @@ def test_public_api_is_light_and_leaves_matplotlib_alone():
             "assert 'matplotlib.pyplot' not in sys.modules; print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_one_version_source():
+    import tomllib
+
+    import anchorlab
+    from anchorlab.train.checkpoint import versions
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "anchorlab._version.__version__"}
+    assert versions()["anchorlab"] == anchorlab.__version__          # what final.json records
+
+
+def test_sweep_aggregation_leaves_torch_alone():
+    code = "import sys, anchorlab.sweep.aggregate; print('torch' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr[-2000:]
+
+
+if __name__ == "__main__":
+    if "--write-docs" in sys.argv:
+        write_doc_chart()
+        print(f"wrote the layer chart into {DOC}")
+    print(layer_chart())
+    print()
+    print(report())
