@@ -1,9 +1,11 @@
-"""Where names in a config meet code: task families and model architectures.
+"""Where names in a config meet code: task families, model architectures, training callbacks.
 
 ``task.name`` picks a task family and ``model.arch`` a model family. Each entry
 names its config dataclass and its implementation as ``"module:attribute"``
 strings, imported only when used, so reading a config never imports a task's
 heavy dependencies and no module imports the task packages at import time.
+:data:`CALLBACKS` names the callbacks a config switches on (``train.log_complexity``)
+the same way, so the training loop never imports the analyses that implement them.
 
 A new task family adds one line to :data:`TASKS` (or calls :func:`register_task`
 from its own package, e.g. in a plugin); see docs/architecture.md, "Add a task".
@@ -42,6 +44,13 @@ MODELS: dict[str, Entry] = {
     "gpt2": Entry("anchorlab.config.experiment:ModelConfig", "anchorlab.model.transformer:build_model"),
     "hf_gpt2": Entry("anchorlab.model.hf_gpt2_config:HFGPT2Config", "anchorlab.model.hf_gpt2:build_hf_gpt2"),
     "concept_unet": Entry("anchorlab.model.unet_config:ConceptUNetConfig", "anchorlab.model.unet:build_unet"),
+}
+
+
+# name -> "module:attribute" of a callable class; the run lifecycle builds it with no arguments and calls
+# the instance as cb(step, model) -> {metric: value} at each evaluation.
+CALLBACKS: dict[str, str] = {
+    "complexity": "anchorlab.analysis.spectra:ComplexityCallback",   # train.log_complexity
 }
 
 
