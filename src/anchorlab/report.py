@@ -75,7 +75,7 @@ def load_sweep_results(sweep_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFram
     opts = AggregateOptions.from_dict(spec.get("aggregate"))
     fb = df[df.kind.isin(["final", "best"])]
     present = [a for a in axes if a in df.columns]
-    from .tasks.anchor.metrics import metric_definition
+    from .eval.definitions import metric_definition
 
     m = metric_definition(opts.metrics)
     if sweep_task(d) == "anchor" and {m.id, m.ood} <= set(fb.metric.dropna()):
@@ -109,7 +109,7 @@ def _stable_rank_bubbles(d: Path, df: pd.DataFrame, cells: pd.DataFrame, out: Pa
     first-layer query weights averaged over the cell's finished runs."""
     from .analysis.registry import sweep_stable_ranks
     from .plots.complexity import plot_stable_rank_bubbles
-    from .plots.phase import save
+    from .plots.save import save_figure
 
     sr = sweep_stable_ranks(d)
     if sr.empty:
@@ -119,13 +119,14 @@ def _stable_rank_bubbles(d: Path, df: pd.DataFrame, cells: pd.DataFrame, out: Pa
     per_cell = runs.groupby(keys, as_index=False).stable_rank.mean()
     table = cells[[*keys, "phase"]].merge(per_cell, on=keys)
     atomic_write(out / "fig5c.csv", lambda p: table.to_csv(p, index=False))
-    return save(plot_stable_rank_bubbles(table), out / "fig5c")[:1]
+    return save_figure(plot_stable_rank_bubbles(table), out / "fig5c")[:1]
 
 
 def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[str], out: Path,
                     definition: str, opts: Any) -> list[Fig]:
-    from .plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma, save
-    from .tasks.anchor.metrics import metric_definition
+    from .plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma
+    from .plots.save import save_figure
+    from .eval.definitions import metric_definition
 
     t = opts.thresholds
     m = metric_definition(opts.metrics)
@@ -136,13 +137,13 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
     if "phase" not in cells.columns:
         return figs
     if set(axes) == {"init.gamma", "model.n_layers"}:
-        figs.append(Fig(save(plot_neurips_fig2(cells), out / "fig2")[0],
+        figs.append(Fig(save_figure(plot_neurips_fig2(cells), out / "fig2")[0],
                         "NeurIPS Fig. 2: accuracy on the held-out anchor pairs under (a) the symmetric mapping "
                         "(ood_symmetric_acc) and (b) the inferential mapping (ood_inferential_acc), per init rate "
                         "(x) and depth (y); hatched cells did not fit the seen pairs (id_acc < 0.9). Values: "
                         + definition))
     if set(axes) == {"init.gamma", "optim.weight_decay"}:
-        figs.append(Fig(save(plot_ood_heatmap(cells, ood_col=m.ood, id_col=m.id, comm_col=m.commutativity,
+        figs.append(Fig(save_figure(plot_ood_heatmap(cells, ood_col=m.ood, id_col=m.id, comm_col=m.commutativity,
                                               thresholds=t), out / "fig3b")[0],
                         f"Journal Fig. 3B: OOD accuracy ({m.ood}) over init rate x weight decay; hatched: {m.id} < "
                         f"{t.id_threshold:g}; green triangles: commutativity < {t.comm_threshold:g}. Metric "
@@ -158,7 +159,7 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
             key = key if isinstance(key, tuple) else (key,)
             tag = "_".join(f"{a}={v}" for a, v in zip(others, key))
             where = f" at {', '.join(f'{a} = {v}' for a, v in zip(others, key))}" if others else ""
-            figs.append(Fig(save(plot_phase_vs_gamma(sub, id_col=m.id, ood_col=m.ood),
+            figs.append(Fig(save_figure(plot_phase_vs_gamma(sub, id_col=m.id, ood_col=m.ood),
                                  out / f"fig3a{('_' + tag) if tag else ''}")[0],
                             f"Journal Fig. 3A{where}: ID accuracy ({m.id}, blue) and OOD accuracy ({m.ood}, red) "
                             f"against the init rate, the background coloured by phase ({rule}). Values: "
@@ -169,7 +170,8 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
 def _curves(df: pd.DataFrame, out: Path, headline: Sequence[str], axes: Sequence[str],
             max_curves: int) -> dict[str, Fig]:
     """One training-curve PNG per run with history (the first ``max_curves``), in ``report/curves/``."""
-    from .plots.phase import plot_run_history, save
+    from .plots.phase import plot_run_history
+    from .plots.save import save_figure
     from .sweep.aggregate import history_table
     from .tracking import curve_metrics
 
@@ -179,7 +181,8 @@ def _curves(df: pd.DataFrame, out: Path, headline: Sequence[str], axes: Sequence
         h = history_table(df, rid)
         accs = curve_metrics(headline, h.columns)
         where = ", ".join(f"{a} = {runs.loc[rid, a]}" for a in axes if a in runs.columns)
-        path = save(plot_run_history(h, metrics=accs), out / "curves" / f"curve_{rid}", formats=("png",), dpi=90)[0]
+        path = save_figure(plot_run_history(h, metrics=accs), out / "curves" / f"curve_{rid}", formats=("png",),
+                           dpi=90)[0]
         figs[rid] = Fig(path, f"Training curve of run {rid}{f' ({where})' if where else ''}: train_loss (left, "
                               "log scale: the mean training loss over the steps since the previous evaluation) "
                               f"and {', '.join(accs) or 'the metrics'} (right) at every evaluation; raw values "
@@ -193,7 +196,7 @@ def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int
     Every run with a history gets a curve PNG (up to ``max_curves``), linked from
     the run table; the first ``inline_curves`` are also shown on the page.
     """
-    from .plots.phase import save
+    from .plots.save import save_figure
     from .plots.sweep import plot_metric_vs_axis
     from .sweep.aggregate import AggregateOptions, runs_table
     from .tasks.base import task_class
@@ -220,7 +223,7 @@ def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int
         lines = cells.assign(setting=[", ".join(f"{a}={r[a]}" for a in others) for _, r in cells.iterrows()])
         fig = plot_metric_vs_axis(lines, x, shown, hue="setting" if others else None,
                                   title=f"{task_name}: headline metrics vs {x}")
-        path = save(fig, out / f"metrics_vs_{x.replace('.', '_')}", formats=("png",))[0]
+        path = save_figure(fig, out / f"metrics_vs_{x.replace('.', '_')}", formats=("png",))[0]
         figs.append(Fig(path, f"The task's headline metrics ({', '.join(shown)}) against {x}"
                               + (f", one line per setting of {', '.join(others)}" if others else "")
                               + ". Each point is one cell of the sweep: " + definition))

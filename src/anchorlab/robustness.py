@@ -375,9 +375,9 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
         files[name] = atomic_write(out / f"{name}.csv", lambda p, t=t: t.to_csv(p, index=False))
     if by:
         from .plots.robustness import plot_regime_map
-        from .plots.training import save_figure
+        from .plots.save import save_figure
 
         files["regime_map"] = save_figure(plot_regime_map(res["map"], by, settings[0].name, settings[1].name),
-                                   out / "regime_map")[0]
+                                          out / "regime_map", dpi=130)[0]
     res["files"] = files
     return res
