@@ -76,7 +76,7 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
     rates at each threshold (also ``rates.csv``; ``cells.csv``: per setting, the mean over seeds of
     the best over lrs and training), ``attrs["summary"]`` their printed lines."""
     from .robustness import case_table, judge, judgement_tables, rates, summary_lines
-    from .reproduce.registry import finals
+    from .sweep.results import finals
     from .plots.save import save_figure
     from .plots.training import plot_ood_over_training
     from .sweep.runner import run_sweep

@@ -30,59 +30,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
-import yaml
 
 from .config import ConfigError
+from .eval.definitions import metric_definition
 from .io import atomic_write, write_text
 from .report_page import Fig, page, run_table_html
+from .sweep.results import load_sweep_results, spec_axes, sweep_task
 
 log = logging.getLogger(__name__)
-
-
-def sweep_task(sweep_dir: str | Path) -> str:
-    """The task name of a sweep's runs (from the stored configs)."""
-    import json
-    import sqlite3
-
-    con = sqlite3.connect(f"file:{Path(sweep_dir) / 'results.sqlite'}?mode=ro", uri=True)
-    try:
-        row = con.execute("SELECT config FROM runs LIMIT 1").fetchone()
-    finally:
-        con.close()
-    return (json.loads(row[0]).get("task") or {}).get("name", "anchor") if row else "anchor"
-
-
-def spec_axes(spec: dict) -> list[str]:
-    """Every axis key of a sweep spec mapping (``axes`` then ``zip`` groups)."""
-    axes = list(spec.get("axes") or {})
-    for z in spec.get("zip") or []:
-        axes += list(z)
-    return axes
-
-
-def load_sweep_results(sweep_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """(long metric table incl. history, cell table, spec dict); anchor sweeps' cells carry phases."""
-    from .sweep.aggregate import AggregateOptions, aggregate, phase_diagram
-    from .sweep.store import ResultStore
-
-    d = Path(sweep_dir)
-    if not (d / "results.sqlite").exists():
-        raise ConfigError(f"sweep dir {d}: no results.sqlite; run `anchorlab sweep SPEC --out {d}` first")
-    spec = yaml.safe_load((d / "sweep.yaml").read_text()) if (d / "sweep.yaml").exists() else {}
-    axes = spec_axes(spec)
-    with ResultStore(d / "results.sqlite", axes=axes) as store:
-        df = store.to_dataframe(kinds=("final", "best", "history"))
-    opts = AggregateOptions.from_dict(spec.get("aggregate"))
-    fb = df[df.kind.isin(["final", "best"])]
-    present = [a for a in axes if a in df.columns]
-    from .eval.definitions import metric_definition
-
-    m = metric_definition(opts.metrics)
-    if sweep_task(d) == "anchor" and {m.id, m.ood} <= set(fb.metric.dropna()):
-        cells = phase_diagram(fb, opts, axes=present)
-    else:  # another task, or no run has metrics yet (all failed or pending)
-        cells = aggregate(fb, opts, axes=present)
-    return df, cells, spec
 
 
 def aggregation_text(opts: Any, axes: Sequence[str]) -> str:
@@ -126,8 +81,6 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
                     definition: str, opts: Any) -> list[Fig]:
     from .plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma
     from .plots.save import save_figure
-    from .eval.definitions import metric_definition
-
     t = opts.thresholds
     m = metric_definition(opts.metrics)
     rule = (f"phase 1: {m.id} < {t.id_threshold:g}; phase 2: good ID but {m.ood} < {t.ood_threshold:g} "

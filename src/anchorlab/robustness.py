@@ -337,7 +337,7 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
     from pathlib import Path
 
     from .io import atomic_write
-    from .reproduce.registry import finals
+    from .sweep.results import finals
     from .sweep.runner import run_sweep
 
     out = Path(out_dir)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .registry import Claim, Figure, Made, finals, register
+from ..sweep.results import finals
+from .registry import Claim, Figure, Made, register
 
 NAMES = {"python_stdlib": "code", "python_stdlib+python_docs": "code+prose",
          "RedPajamaGithub": "GitHub", "RedPajamaGithub+RedPajamaWikipedia": "GitHub+Wikipedia"}

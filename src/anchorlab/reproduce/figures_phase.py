@@ -11,7 +11,7 @@ from .registry import Claim, Figure, Made, register, value
 
 
 def _cells(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from ..report import load_sweep_results
+    from ..sweep.results import load_sweep_results
 
     df, cells, _ = load_sweep_results(sweep_dir)
     return df, cells
@@ -51,13 +51,11 @@ register(Figure(
 
 # ------------------------------------------------------------------ journal Fig. 3
 def _definition(sweep_dir: Path):
-    import yaml
-
-    from ..sweep.aggregate import AggregateOptions
     from ..eval.definitions import metric_definition
+    from ..sweep.aggregate import AggregateOptions
+    from ..sweep.results import sweep_spec
 
-    spec = yaml.safe_load((Path(sweep_dir) / "sweep.yaml").read_text())
-    return metric_definition(AggregateOptions.from_dict(spec.get("aggregate")).metrics)
+    return metric_definition(AggregateOptions.from_dict(sweep_spec(sweep_dir).get("aggregate")).metrics)
 
 
 def make_fig3(sweep_dir: Path, out: Path, scale: str) -> Made:
@@ -144,7 +142,7 @@ def make_fig10(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..plots.save import save_figure
     from ..plots.sweep import plot_matrix_grid
     from ..train import load_run
-    from .registry import finals
+    from ..sweep.results import finals
 
     rows, mats = [], {}
     for f in finals(sweep_dir):

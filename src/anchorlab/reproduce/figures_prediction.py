@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .registry import Claim, Figure, Made, finals, register
+from ..sweep.results import finals
+from .registry import Claim, Figure, Made, register
 
 LOSS_THRESHOLD = 5e-2
 PAIR_THRESHOLD = 0.6

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .registry import Claim, Figure, Made, finals, register
+from ..sweep.results import finals
+from .registry import Claim, Figure, Made, register
 
 SETTING_NAMES = {True: "small init + large wd", False: "large init + small wd"}
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from .figures_realtasks import SETTING_NAMES
-from .registry import Claim, Figure, Made, finals, register
+from ..sweep.results import finals
+from .registry import Claim, Figure, Made, register
 
 PRONTOQA_THRESHOLD = 0.99   # train label accuracy that counts as converged (the sweeps' stop rule)
 
