@@ -170,6 +170,8 @@ def layer_chart(graph: dict[str, set[str]] | None = None) -> str:
     lines = []
     for i in reversed(range(len(LAYERS))):
         name, _, what = LAYERS[i]
+        if lines:
+            lines.append("─" * 100)
         lines.append(f"{name:10s} {what}")
         for p in by_layer.get(i, []):
             shown = "anchorlab (the public API)" if p == "anchorlab" else p
