@@ -6,11 +6,12 @@ inside functions and under ``if TYPE_CHECKING``, with relative imports resolved.
 the first layer of :data:`LAYERS` whose prefix names it (the longest prefix wins). A module may import
 from its own layer or a lower one; two modules, or two packages, may not import each other.
 
-Run as a script to print the layer chart of docs/architecture.md (``--write-docs`` rewrites it there)
-and the package graph::
+Run as a script to print the package graph as the layer chart of docs/architecture.md, with the
+count of upward imports and loops (and each offending edge)::
 
-    python tests/test_structure.py              # chart, then one line per package: its imports
-    python tests/test_structure.py --write-docs
+    python tests/test_structure.py                  # the chart: every package with the packages it imports
+    python tests/test_structure.py train sweep      # the modules of train/ and sweep/ with their imports
+    python tests/test_structure.py --write-docs     # rewrite the chart in docs/architecture.md
 """
 
 from __future__ import annotations
@@ -321,10 +322,24 @@ def test_sweep_aggregation_leaves_torch_alone():
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr[-2000:]
 
 
-if __name__ == "__main__":
-    if "--write-docs" in sys.argv:
-        write_doc_chart()
-        print(f"wrote the layer chart into {DOC}")
-    print(layer_chart())
+def print_package_graph(packages: list[str] | None = None) -> None:
+    """Print the layer chart (every package with the packages it imports) and the report; with
+    ``packages`` (e.g. ``["train", "sweep"]``), each of their modules with the modules it imports."""
+    graph = import_graph()
+    if packages:
+        for m in sorted(graph):
+            if package_of(m) in packages:
+                deps = " ".join(sorted(d.removeprefix("anchorlab.") for d in graph[m])) or "-"
+                print(f"{m.removeprefix('anchorlab.'):40s} [{LAYERS[layer_of(m)][0]}] -> {deps}")
+    else:
+        print(layer_chart(graph))
     print()
     print(report())
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if "--write-docs" in args:
+        write_doc_chart()
+        print(f"wrote the layer chart into {DOC}")
+    print_package_graph([a for a in args if not a.startswith("--")])
