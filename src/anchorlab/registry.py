@@ -59,6 +59,11 @@ def register_task(name: str, config: str, impl: str) -> None:
     TASKS[name] = Entry(config, impl)
 
 
+def register_callback(name: str, impl: str) -> None:
+    """Make :data:`CALLBACKS` name ``name`` resolve to ``impl`` ("module:attribute" of a callable class)."""
+    CALLBACKS[name] = impl
+
+
 def register_model(arch: str, config: str, impl: str) -> None:
     """Make ``model.arch: <arch>`` resolve to ``config`` / ``impl`` (a builder ``fn(model_cfg) -> nn.Module``)."""
     MODELS[arch] = Entry(config, impl)
