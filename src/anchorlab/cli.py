@@ -135,8 +135,6 @@ def parse_setting(text: str) -> Setting:
         if not eq or not k.strip():
             raise ConfigError(f"--setting {text!r}: {item!r} is not KEY=VALUE")
         ov[k.strip()] = _scalar(v)
-    from .robustness import Setting
-
     return Setting(name.strip(), ov)
 
 

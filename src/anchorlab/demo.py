@@ -75,10 +75,10 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
     per-run contrast rate (OOD >= 0.8), ``attrs["rates_table"]`` the papers' rule beside the per-run
     rates at each threshold (also ``rates.csv``; ``cells.csv``: per setting, the mean over seeds of
     the best over lrs and training), ``attrs["summary"]`` their printed lines."""
-    from .robustness import case_table, judge, judgement_tables, rates, summary_lines
-    from .sweep.results import finals
     from .plots.save import save_figure
     from .plots.training import plot_ood_over_training
+    from .robustness import case_table, judge, judgement_tables, rates, summary_lines
+    from .sweep.results import finals
     from .sweep.runner import run_sweep
 
     out = Path(out_dir)

@@ -81,6 +81,7 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
                     definition: str, opts: Any) -> list[Fig]:
     from .plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma
     from .plots.save import save_figure
+
     t = opts.thresholds
     m = metric_definition(opts.metrics)
     rule = (f"phase 1: {m.id} < {t.id_threshold:g}; phase 2: good ID but {m.ood} < {t.ood_threshold:g} "
@@ -97,7 +98,7 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
                         + definition))
     if set(axes) == {"init.gamma", "optim.weight_decay"}:
         figs.append(Fig(save_figure(plot_ood_heatmap(cells, ood_col=m.ood, id_col=m.id, comm_col=m.commutativity,
-                                              thresholds=t), out / "fig3b")[0],
+                                                     thresholds=t), out / "fig3b")[0],
                         f"Journal Fig. 3B: OOD accuracy ({m.ood}) over init rate x weight decay; hatched: {m.id} < "
                         f"{t.id_threshold:g}; green triangles: commutativity < {t.comm_threshold:g}. Metric "
                         f"definition '{opts.metrics}': {m.text}. Values: " + definition))
@@ -113,7 +114,7 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
             tag = "_".join(f"{a}={v}" for a, v in zip(others, key))
             where = f" at {', '.join(f'{a} = {v}' for a, v in zip(others, key))}" if others else ""
             figs.append(Fig(save_figure(plot_phase_vs_gamma(sub, id_col=m.id, ood_col=m.ood),
-                                 out / f"fig3a{('_' + tag) if tag else ''}")[0],
+                                        out / f"fig3a{('_' + tag) if tag else ''}")[0],
                             f"Journal Fig. 3A{where}: ID accuracy ({m.id}, blue) and OOD accuracy ({m.ood}, red) "
                             f"against the init rate, the background coloured by phase ({rule}). Values: "
                             + definition))
