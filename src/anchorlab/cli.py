@@ -9,12 +9,8 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from .config import ConfigError
-
-if TYPE_CHECKING:
-    from .robustness import Setting
 
 
 def _cmd_config(a: argparse.Namespace) -> int:
@@ -100,47 +96,10 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     return 0
 
 
-# ------------------------------------------------------------------ robustness: --vary and --setting
-def parse_vary(text: str) -> tuple[str, list[Any]]:
-    """``"optim.peak_lr=5e-4,2e-3"`` -> ("optim.peak_lr", [0.0005, 0.002])."""
-    k, eq, rest = text.partition("=")
-    if not eq or not k.strip() or not rest.strip():
-        raise ConfigError(f"--vary {text!r}: expected KEY=V1[,V2...], e.g. optim.peak_lr=5e-4,2e-3")
-    return k.strip(), [_scalar(v) for v in rest.split(",")]
-
-
-def _scalar(v: str) -> Any:
-    from .config import parse_scalar
-
-    val = parse_scalar(v)
-    if isinstance(val, str):  # YAML 1.1 reads 1e-3 as text
-        try:
-            return float(val)
-        except ValueError:
-            pass
-    return val
-
-
-def parse_setting(text: str) -> Setting:
-    """``"small_init:init.gamma=0.6,optim.peak_lr=1e-3"`` -> Setting."""
-    from .robustness import Setting
-
-    name, sep, rest = text.partition(":")
-    if not sep or not name.strip() or not rest.strip():
-        raise ConfigError(f"--setting {text!r}: expected NAME:KEY=VALUE[,KEY=VALUE...], "
-                          "e.g. small_init:init.gamma=0.6")
-    ov = {}
-    for item in rest.split(","):
-        k, eq, v = item.partition("=")
-        if not eq or not k.strip():
-            raise ConfigError(f"--setting {text!r}: {item!r} is not KEY=VALUE")
-        ov[k.strip()] = _scalar(v)
-    return Setting(name.strip(), ov)
-
-
 def _cmd_robustness(a: argparse.Namespace) -> int:
     import pandas as pd
 
+    from .cli_args import parse_setting, parse_vary
     from .robustness import DEFAULT_SETTINGS, run_study
 
     settings = [parse_setting(s) for s in a.setting] or list(DEFAULT_SETTINGS)
