@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -48,8 +49,8 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("sweep", ("sweep",), "grid, runner, executors, the results store, aggregation, reading a sweep back"),
     ("report", ("report", "report_page"), "a sweep's HTML page"),
     ("reproduce", ("reproduce",), "paper figures: sweep per scale -> maker -> figure and claims"),
-    ("studies", ("robustness", "demo", "bench"),
-     "the robustness study and the CPU demo (sweeps on the runner), the training benchmark"),
+    ("studies", ("robustness", "demo", "headline", "bench"),
+     "the robustness study, the CPU demo, the Fig. 2 cell tables, the training benchmark"),
     ("entry", ("cli", "cli_args", ""), "the command line and the public API"),
 ]
 
@@ -194,8 +195,9 @@ def layer_chart(graph: dict[str, set[str]] | None = None) -> str:
         lines.append(f"{name:10s} {what}")
         for p in by_layer.get(i, []):
             shown = "anchorlab (the public API)" if p == "anchorlab" else p
-            deps = " ".join(sorted(pg[p])) or "-"
-            lines.append(f"  {shown:26s} -> {deps}")
+            deps = textwrap.wrap(" ".join(sorted(pg[p])) or "-", 100 - 32)
+            lines.append(f"  {shown:26s} -> {deps[0]}")
+            lines += [" " * 32 + d for d in deps[1:]]
     return "\n".join(lines)
 
 

@@ -1,6 +1,7 @@
-"""Argument values of the command line that are more than one flag's worth: ``robustness --vary`` and
-``--setting``. Parsed here, beside :mod:`anchorlab.cli`, so the library (:mod:`anchorlab.robustness`)
-takes plain mappings and :class:`~anchorlab.robustness.Setting` objects, never command-line text.
+"""Argument values of the command line that are more than one flag's worth: ``sweep --stack``,
+``robustness --vary`` and ``--setting``. Parsed here, beside :mod:`anchorlab.cli`, so the library
+(:mod:`anchorlab.robustness`, :mod:`anchorlab.sweep.runner`) takes plain values, mappings and
+:class:`~anchorlab.robustness.Setting` objects, never command-line text.
 """
 
 from __future__ import annotations
@@ -48,3 +49,11 @@ def parse_setting(text: str) -> Setting:
             raise ConfigError(f"--setting {text!r}: {item!r} is not KEY=VALUE")
         ov[k.strip()] = _scalar(v)
     return Setting(name.strip(), ov)
+
+
+def parse_stack(text: str) -> str | int:
+    """``--stack``: "auto", "never" or a maximum stack size."""
+    stack = int(text) if text.isdigit() else text
+    if stack not in ("auto", "never") and not isinstance(stack, int):
+        raise ConfigError(f"--stack: must be 'auto', 'never' or a maximum stack size, got {text!r}")
+    return stack
