@@ -167,7 +167,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def loops(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Every loop of ``graph``, one per strongly connected part: find one, cut its first edge, repeat."""
+    """Loops of ``graph``, one at a time: find one, cut its first edge, repeat until none is left (so an
+    empty list means the graph is acyclic, and every loop-making edge shows up in some listed loop)."""
     g = {k: set(v) for k, v in graph.items()}
     out = []
     while (c := find_cycle(g)) is not None:
