@@ -1,9 +1,8 @@
 """Command line: thin wrappers that parse, build a config, and call the library.
 
 Every command works for every task family (``task.name`` in the config).
-The module is over 400 lines because it holds one short handler per command
-and the parser that documents every flag; what the commands share (argument
-checks, messages, dry runs, cleanup) is in :mod:`anchorlab.cli_support`.
+The flags are declared in :mod:`anchorlab.cli_parser`; what the commands share
+(argument checks, messages, dry runs, cleanup) is in :mod:`anchorlab.cli_support`.
 """
 
 from __future__ import annotations
@@ -15,8 +14,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .cli_support import (DESCRIPTION, WORKFLOW, HelpFormatter, cleanup, config_arg, dry_run, name_flags, peak_line,
-                          resume_note, run_arg, will_create)
+from .cli_support import cleanup, config_arg, dry_run, name_flags, peak_line, resume_note, run_arg, will_create
 from .config import ConfigError
 
 
@@ -133,7 +131,8 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 def _cmd_robustness(a: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .robustness import DEFAULT_SETTINGS, parse_setting, parse_vary, run_study
+    from .cli_args import parse_setting, parse_vary
+    from .robustness import DEFAULT_SETTINGS, run_study
 
     settings = [parse_setting(s) for s in a.setting] or list(DEFAULT_SETTINGS)
     vary = dict(parse_vary(v) for v in a.vary)
@@ -191,16 +190,10 @@ def _progress_bar(total: int, desc: str, enabled: bool):
     return bar, on_result
 
 
-def _parse_stack(text: str) -> str | int:
-    stack = int(text) if text.isdigit() else text
-    if stack not in ("auto", "never") and not isinstance(stack, int):
-        raise ConfigError(f"--stack: must be 'auto', 'never' or a maximum stack size, got {text!r}")
-    return stack
-
-
 def _cmd_sweep(a: argparse.Namespace) -> int:
     import dataclasses
 
+    from .cli_args import parse_stack
     from .sweep.grid import SWEEP_DIR, load_sweep, resolve_sweep
     from .sweep.runner import plan_sweep, run_sweep
 
@@ -222,7 +215,7 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     todo = int((plan.action != "skip").sum())
     print(f"sweep {spec.name}: {len(plan)} runs, {todo} to do, executor={a.executor}, out={out}", flush=True)
     bar, on_result = _progress_bar(todo, spec.name, not a.no_progress)
-    df = run_sweep(spec, out, executor=a.executor, max_workers=a.workers, stack=_parse_stack(a.stack),
+    df = run_sweep(spec, out, executor=a.executor, max_workers=a.workers, stack=parse_stack(a.stack),
                    on_result=on_result)
     if bar:
         bar.close()
@@ -315,141 +308,11 @@ def _cmd_bench(a: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .cli_parser import build_parser as build
 
-    p = argparse.ArgumentParser(prog="anchorlab", description=DESCRIPTION, epilog=WORKFLOW,
-                                formatter_class=HelpFormatter)
-    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level (also after the command)")
-    p.add_argument("--version", action="version", version=f"anchorlab {__version__}")
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
-
-    def floats(text: str) -> list[float]:
-        return [float(v) for v in text.split(",") if v.strip()]
-
-    def with_lrs(sp: argparse.ArgumentParser) -> None:   # the papers' judgement beside the per-run rate
-        sp.add_argument("--peak-lrs", type=floats, metavar="LR,...", help="train at each peak lr (docs/headline.md)")
-        sp.add_argument("--thresholds", type=floats, default=[0.5, 0.8], metavar="T,...", help="OOD thresholds")
-
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help, description=help, formatter_class=HelpFormatter)
-        # SUPPRESS: an absent -v here keeps the value given before the command
-        sp.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at INFO level")
-        return sp
-
-    def overrides(sp: argparse.ArgumentParser, help: str, metavar: str = "KEY=VALUE") -> None:
-        sp.add_argument("--set", action="append", default=[], metavar=metavar, help=help + " (repeatable)")
-
-    def execution(sp: argparse.ArgumentParser, workers: str = "parallel runs (default: the CPU count)") -> None:
-        sp.add_argument("--executor", default="process", choices=["process", "inprocess", "ray"],
-                        help="where runs train: a local process pool, this process, or a Ray cluster")
-        sp.add_argument("--workers", type=int, default=None, help=workers)
-
-    def no_progress(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--no-progress", action="store_true", help="no progress bar or per-run lines")
-
-    sp = command("config", "print the resolved config, its run id and its peak lr; --list the presets")
-    sp.add_argument("config", nargs="?", help="YAML file or preset name (e.g. neurips/paper, demo/small, scan/cpu)")
-    overrides(sp, "dotted override, e.g. --set init.gamma=0.8")
-    sp.add_argument("--list", action="store_true", help="list the config presets")
-    sp.add_argument("--reference", action="store_true",
-                    help="print the reference of every config field (markdown, as docs/config_reference.md)")
-    sp.set_defaults(fn=_cmd_config)
-
-    sp = command("train", "train one model (any task); re-running the same command resumes it")
-    sp.add_argument("config", help="YAML file or preset name (e.g. neurips/paper, demo/small, scan/cpu)")
-    overrides(sp, "dotted override, e.g. --set init.gamma=0.8")
-    sp.add_argument("--out", help="run directory (default: runs/<name>-<run_id>); resumes if it exists")
-    no_progress(sp)
-    sp.set_defaults(fn=_cmd_train)
-
-    sp = command("eval", "re-evaluate a trained (or unfinished) run: the task's metrics and tables (CSV)")
-    sp.add_argument("run", help="run directory")
-    overrides(sp, "task override for this evaluation, e.g. task.n_eval_per_group=2000", "task.KEY=VALUE")
-    sp.add_argument("--out", help="where to write eval files (default: the run directory)")
-    sp.set_defaults(fn=_cmd_eval)
-
-    sp = command("demo", "train a large-init and a small-init model and compare them")
-    sp.add_argument("--out", default="demo_out", help="output directory (resumable)")
-    sp.add_argument("--workers", type=int, default=2, help="parallel training processes")
-    sp.add_argument("--seeds", type=int, default=1, help="seeds per model; the contrast rate is reported over them")
-    overrides(sp, "override the demo config for both models")
-    sp.add_argument("--dry-run", action="store_true", help="print the runs and their estimated cost; train nothing")
-    no_progress(sp)
-    with_lrs(sp)
-    sp.set_defaults(fn=_cmd_demo)
-
-    sp = command("robustness", "the headline over random anchor op sets x seeds: large vs small init")
-    sp.add_argument("config", nargs="?", default="demo/small", help="base config")
-    sp.add_argument("--out", required=True, help="study directory (resumable)")
-    sp.add_argument("--op-sets", type=int, default=5, help="number of op sets, the papers' first")
-    sp.add_argument("--no-papers-op-set", action="store_true", help="draw every op set at random")
-    sp.add_argument("--op-seed", type=int, default=0, help="seed of the op-set draw")
-    sp.add_argument("--seeds", type=int, default=3, help="seeds per op set and setting")
-    sp.add_argument("--setting", action="append", default=[], metavar="NAME:KEY=VALUE[,...]",
-                    help="a model setting, first the memorizing one, e.g. large_init:init.gamma=0.3 "
-                         "(none given: the demo's two gammas)")
-    overrides(sp, "override for every run")
-    sp.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2[,...]",
-                    help="regime map: repeat the study at each value (several --vary are crossed), "
-                         "e.g. --vary train.epochs=3,12 --vary optim.peak_lr=5e-4,2e-3; writes map.csv")
-    sp.add_argument("--dry-run", action="store_true", help="print the runs and their estimated cost; train nothing")
-    execution(sp)
-    no_progress(sp)
-    with_lrs(sp)
-    sp.set_defaults(fn=_cmd_robustness)
-
-    sp = command("sweep", "run (or resume) a sweep: a base config x axes, results in SQLite; --list the presets")
-    sp.add_argument("spec", nargs="?", help="sweep YAML or preset (e.g. fig2_cpu)")
-    sp.add_argument("--list", action="store_true", help="list the sweep presets")
-    overrides(sp, "dotted override for every run, after the spec's own set, e.g. --set train.epochs=2")
-    sp.add_argument("--out", help="sweep directory (default: runs/<name>)")
-    sp.add_argument("--dry-run", action="store_true",
-                    help="list the runs, each run's peak lr, what would be done and its estimated cost; train nothing")
-    execution(sp)
-    sp.add_argument("--stack", default="auto",
-                    help="train same-shape runs as stacked models: auto (where faster), never, or a max size")
-    no_progress(sp)
-    sp.set_defaults(fn=_cmd_sweep)
-
-    sp = command("report", "HTML page with the figures and tables of a sweep")
-    sp.add_argument("sweep_dir", help="a sweep directory (the --out of `anchorlab sweep`)")
-    sp.add_argument("--screenshot", metavar="PNG", help="also render the page with headless Chromium into PNG")
-    sp.set_defaults(fn=_cmd_report)
-
-    sp = command("analyze", "analyses of trained runs (PNG + CSV); --list shows them")
-    sp.add_argument("args", nargs="*", metavar="RUN... ANALYSIS",
-                    help="run directory (several for multi-run analyses) then the analysis name")
-    sp.add_argument("--list", action="store_true", help="list the analyses and the tasks they apply to")
-    sp.add_argument("--out", help="output directory (default: RUN/analysis)")
-    sp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                    help="analysis option, YAML value, e.g. --option keys=[30,31,32] (see docs/mechanism.md)")
-    sp.set_defaults(fn=_cmd_analyze)
-
-    sp = command("reproduce", "reproduce a paper figure: sweep + analyses + figure + paper values")
-    sp.add_argument("figure", nargs="?", help="figure id (see --list)")
-    sp.add_argument("--list", action="store_true", help="list the figures, their runs and estimated compute")
-    sp.add_argument("--scale", default="cpu", choices=["cpu", "paper"], help="the figure's CPU or paper-scale sweep")
-    sp.add_argument("--out", help="output directory (default: runs/reproduce/<figure>-<scale>)")
-    execution(sp)
-    overrides(sp, "extra override for every run of the figure's sweep (e.g. train.epochs=2)")
-    sp.add_argument("--dry-run", action="store_true", help="list the runs without training")
-    no_progress(sp)
-    sp.set_defaults(fn=_cmd_reproduce)
-
-    sp = command("bench", "this CPU's matmul peak per dtype and the training step per precision")
-    sp.add_argument("--shapes", default="demo,paper", help="demo (demo/small) and/or paper (neurips/paper, batch 2048)")
-    sp.add_argument("--precisions", default="fp32,bf16", help="fp32 (train.amp=none) and/or bf16 (train.amp=bf16)")
-    sp.add_argument("--steps", default="demo=20,paper=4", help="timed steps per shape")
-    sp.add_argument("--warmup", type=int, default=2, help="untimed steps first")
-    sp.add_argument("--threads", type=int, default=1, help="torch threads (training uses 1 per worker)")
-    sp.add_argument("--clock", default="wall", choices=["wall", "process"],
-                    help="process: this process's CPU seconds (fair on a machine shared with other jobs)")
-    sp.add_argument("--profile", action="store_true", help="also split each step's operator time by category")
-    sp.add_argument("--no-malloc-retain", action="store_true",
-                    help="leave glibc's malloc thresholds alone (as train.malloc_retain=false)")
-    sp.add_argument("--csv", metavar="PATH", help="also write the step table (and PATH's stem + _peaks.csv)")
-    sp.set_defaults(fn=_cmd_bench)
-    return p
+    return build({"config": _cmd_config, "train": _cmd_train, "eval": _cmd_eval, "demo": _cmd_demo,
+                  "robustness": _cmd_robustness, "sweep": _cmd_sweep, "report": _cmd_report, "analyze": _cmd_analyze,
+                  "reproduce": _cmd_reproduce, "bench": _cmd_bench})
 
 
 def main(argv: list[str] | None = None) -> int:
