@@ -205,6 +205,7 @@ FAMILIES: dict[str, Family] = {
         ("task.max_hops=99", "task.max_hops", "must be <= 5"),
         ("task.test_every=0", "task.test_every", "must be >= 2"),
         ("task.proof=maybe", "task.proof", "expected true or false"),
+        ("task.test_split=ood", "task.test_split", "must be one of 'iid', 'unseen_names'"),
         ("task.distractors=-1", "task.distractors", "must be >= 0"),
     ))),
     "lm": Family("lm/cpu", rows(
