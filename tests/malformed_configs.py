@@ -81,6 +81,9 @@ SHARED: list[Row] = rows(
     ("init.bias=one", "init.bias", "must be one of 'zero', 'gamma', 'pytorch'"),
     ("init.embed_fan_in=vocab", "init.embed_fan_in", "must be one of 'num_embeddings', 'd_model'"),
     ("init.residual_scale=2", "init.residual_scale", "expected true or false"),
+    ("init.embed_std=0", "init.embed_std", "must be > 0"),
+    ("init.embed_std=-0.02", "init.embed_std", "must be > 0"),
+    ("init.embed_std=abc", "init.embed_std", "expected float or NoneType"),
     # optim
     ("optim.lr=.nan", "optim.lr", NONFINITE),
     ("optim.lr=inf", "optim.lr", NONFINITE),

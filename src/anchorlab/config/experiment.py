@@ -119,6 +119,12 @@ class InitConfig:
     the init the model's own constructors draw (PyTorch's / diffusers'
     defaults), seeded with the init seed: the reference point of a sweep
     (journal Fig. 6B's "default"); the other fields are then not used.
+    ``embed_std``: when set, the token and position embeddings are drawn
+    N(0, embed_std) (uniform with that std under ``distribution: uniform``)
+    whatever gamma, fan-in or ``role_gammas`` say: the authors' GPT-2 keeps its
+    embeddings at N(0, 0.02) and scales only the Linear / Conv1D weights
+    (fig_code/fig7/gpt2_origin_init.py, ``_init_weights``); None (default)
+    draws them with the init rate like every other weight.
     """
 
     gamma: float = 0.5
@@ -130,6 +136,7 @@ class InitConfig:
     bias: str = "zero"
     residual_scale: bool = False
     scheme: str = "rate"
+    embed_std: float | None = None
 
     def __post_init__(self) -> None:
         p = "init"
@@ -143,6 +150,8 @@ class InitConfig:
         check_choice(f"{p}.embed_fan_in", self.embed_fan_in, ("num_embeddings", "d_model"))
         check_choice(f"{p}.distribution", self.distribution, ("normal", "uniform"))
         check_choice(f"{p}.bias", self.bias, ("zero", "gamma", "pytorch"))
+        if self.embed_std is not None:
+            check_range(f"{p}.embed_std", self.embed_std, 0.0, lo_open=True)
 
     def gamma_for(self, group: str) -> float:
         return float(self.role_gammas.get(group, self.gamma))
