@@ -46,3 +46,11 @@ def test_knob_effect_takes_each_difference_at_a_fixed_other_knob():
     assert knob_effect(t, "acc", "init") == pytest.approx(0.5)    # (0.9 - 0.4 + 0.7 - 0.2) / 2
     assert knob_effect(t, "acc", "wd") == pytest.approx(0.2)      # (0.9 - 0.7 + 0.4 - 0.2) / 2
     assert math.isnan(knob_effect(t.iloc[[0, 3]], "acc", "init"))  # the diagonal alone cannot say
+
+
+def test_the_lm_seed_sweep_has_three_seeds_per_gamma_and_the_authors_embedding_std():
+    runs = _runs("lm_seeds_cpu")
+    cells = pd.DataFrame([{"gamma": r.config.init.gamma, "seed": r.config.train.init_seed,
+                           "embed_std": r.config.init.embed_std} for r in runs])
+    assert len(runs) == 9 and (cells.groupby("gamma").seed.nunique() == 3).all()
+    assert (cells.embed_std == 0.02).all()
