@@ -230,6 +230,10 @@ FAMILIES: dict[str, Family] = {
         ("task.beta_end=2", "task.beta_end", "must be < 1.0"),
         ("task.sampler=euler", "task.sampler", "must be one of 'ddpm', 'ddim'"),
         ("task.per_node=0", "task.per_node", "must be >= 1"),
+        ("task.size_code=blender", "task.size_code", "must be one of 'relative', 'authors'"),
+        (("task.condition=onehot", "task.size_code=authors", "model.concept_dims=[2,2,2]"), "task.size_code",
+         "only used with task.condition='attributes'"),
+        ("model.cond=film", "model.cond", "must be one of 'additive', 'multiplicative'"),
         ("model.d_head=8", "model.d_head", "unknown key"),
     ), shared_model_rows=False),
 }
