@@ -17,7 +17,7 @@ def _runs(name):
 
 @pytest.mark.parametrize("name, n_runs, seeds", [
     ("addition_knobs_cpu", 24, 3), ("addition_knobs_paper", 24, 3), ("prontoqa_knobs_cpu", 12, 3),
-    ("scan_matched_cpu", 8, 2), ("cogs_matched_cpu", 8, 2),
+    ("prontoqa_knobs_paper", 12, 3), ("scan_matched_cpu", 8, 2), ("cogs_matched_cpu", 8, 2),
     ("scan_matched_paper", 12, 3), ("cogs_matched_paper", 12, 3),
 ])
 def test_two_by_two_sweeps_separate_the_knobs(name, n_runs, seeds, shared_datasets, monkeypatch):

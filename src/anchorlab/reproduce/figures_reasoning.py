@@ -200,7 +200,7 @@ register(Figure(
     id="journal-fig7e-knobs", paper="journal", number="Fig. 7E",
     shows="PrOntoQA on the i.i.d. split over the 2x2 of init rate x weight decay: does any setting learn, and "
           "which knob carries the difference",
-    sweeps={"cpu": "prontoqa_knobs_cpu", "paper": "prontoqa_paper"}, make=make_prontoqa,
+    sweeps={"cpu": "prontoqa_knobs_cpu", "paper": "prontoqa_knobs_paper"}, make=make_prontoqa,
     claims=PRONTOQA_CLAIMS + (
         Claim("one-hop i.i.d. test accuracy of the best setting (the comparison needs >= 0.7)",
               "(GPT-2 learns the task)", lambda t: _best_hop1(t.get("runs"))),
