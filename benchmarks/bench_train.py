@@ -56,6 +56,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from anchorlab.bench import train_flops_per_sample
 from anchorlab.config import ExperimentConfig, ModelConfig, experiment_from_dict, load_config
 from anchorlab.tasks.anchor import AnchorTask
 from anchorlab.train.stacked import train_stack
@@ -68,15 +69,6 @@ CLOCK = time.perf_counter  # --clock process: time.process_time (CPU seconds of 
 
 
 # ------------------------------------------------------------------------ FLOPs and peak
-def train_flops_per_sample(m: ModelConfig, seq_len: int) -> float:
-    """Analytic fwd+bwd FLOPs of one training sequence (see module docstring)."""
-    T, L, H = seq_len, m.n_layers, m.n_heads
-    qkvo, ffn = 4 * m.d_model * H * m.d_head, 2 * m.d_model * m.d_ff      # MACs per position
-    matmul = T * (L - 1) * (qkvo + ffn) + T * qkvo // 2 + qkvo // 2 + ffn  # last layer trimmed
-    attn = 4 * H * m.d_head * ((L - 1) * T * T + T)  # fwd: Q K^T and pattern V, 2 FLOPs per MAC
-    return 6.0 * matmul + 3.0 * attn + 6.0 * m.d_model * m.vocab_size
-
-
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

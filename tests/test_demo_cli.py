@@ -39,3 +39,19 @@ def test_train_and_eval_commands(tmp_path, capsys):
 def test_eval_of_missing_run_is_a_clear_error(tmp_path, capsys):
     assert main(["eval", str(tmp_path / "nope")]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+def test_demo_over_seeds_and_peak_lrs_gives_both_numbers(tmp_path, capsys):
+    import pandas as pd
+
+    args = ["demo", "--out", str(tmp_path), "--workers", "1", "--seeds", "2", "--peak-lrs", "1e-3,3e-3"]
+    for s in TINY:
+        args += ["--set", s]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "papers' rule (best of 2 lr(s) and of training, mean over 2 seed(s))" in out and "per run" in out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert len(summary) == 8 and {s["peak_lr"] for s in summary} == {1e-3, 3e-3}
+    r = pd.read_csv(tmp_path / "rates.csv")
+    assert list(r.threshold) == [0.5, 0.8] and (r.cases == 4).all()
+    assert (tmp_path / "cells.csv").exists() and (tmp_path / "small_init_seed1_lr0.003").is_symlink()

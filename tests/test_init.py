@@ -62,3 +62,52 @@ def test_works_on_any_module_including_conv_and_embedding():
     assert t.loc["2.weight", "fan_in"] == 16 * 3
     assert math.isclose(t.loc["2.weight", "target_std"], 1 / 48)
     assert set(t.role) == {"embed", "linear", "conv", "bias", "norm"}
+
+
+def _paper_ratio_model(width: int, n_layers: int = 2) -> nn.Module:
+    """The paper's ratios at any width: d_head = d_model / 2, d_ff = 3 d_model (400 / 200 / 1200)."""
+    return build_model(ModelConfig(n_layers=n_layers, d_model=width, n_heads=1, d_head=width // 2, d_ff=3 * width))
+
+
+@pytest.mark.parametrize("embed_fan_in", ["d_model", "num_embeddings"])
+def test_ref_width_gives_every_width_the_std_of_the_reference_width(embed_fan_in):
+    gamma, ref = 0.8, 400
+    init = InitConfig(gamma=gamma, ref_width=ref, embed_fan_in=embed_fan_in)
+    at_ref = apply_init_rate(_paper_ratio_model(ref), InitConfig(gamma=gamma, embed_fan_in=embed_fan_in),
+                             seed=0).set_index("name")
+    for width in (64, 128):
+        t = apply_init_rate(_paper_ratio_model(width), init, seed=1).set_index("name")
+        w = t[t.target_std > 0]
+        assert len(w) == 15   # embed, pos, readout + 2 layers x (q, k, v, o, mlp_in, mlp_out)
+        for name, r in w.iterrows():
+            # the target is exactly the std the same matrix has at the reference width
+            assert math.isclose(r.target_std, at_ref.loc[name, "target_std"], rel_tol=1e-12), (width, name)
+            assert math.isclose(r.target_std, r.std_fan_in ** -gamma) and r.ref_width == ref
+            # and the drawn tensor has it, within the sampling error of a std (6 sigma)
+            assert abs(r.measured_std / r.target_std - 1) < 6 / math.sqrt(2 * r.numel) + 1e-3, (width, name)
+        # width fan-ins are read at the reference width; one-hot widths (vocabulary, positions) are kept
+        assert t.loc["blocks.0.attn.W_Q.weight", "std_fan_in"] == ref
+        assert t.loc["blocks.1.mlp.W_out.weight", "std_fan_in"] == 3 * ref
+        assert t.loc["pos_embed.weight", "std_fan_in"] == (ref if embed_fan_in == "d_model" else 9)
+        assert t.loc["blocks.0.attn.W_Q.weight", "fan_in"] == width   # the true fan-in is still reported
+
+
+def test_ref_width_equal_to_d_model_changes_nothing():
+    a, b = _paper_ratio_model(128), _paper_ratio_model(128)
+    ta = apply_init_rate(a, InitConfig(gamma=0.5, embed_fan_in="d_model"), seed=2)
+    tb = apply_init_rate(b, InitConfig(gamma=0.5, embed_fan_in="d_model", ref_width=128), seed=2)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert ta.target_std.equals(tb.target_std) and ta.ref_width.isna().all() and (tb.ref_width.dropna() == 128).all()
+
+
+def test_ref_width_validation_and_run_ids():
+    from anchorlab.config import ConfigError, experiment_from_dict
+
+    for bad in (0, -5, 1.5, "wide", True):
+        with pytest.raises(ConfigError, match="init.ref_width"):
+            experiment_from_dict({"init": {"ref_width": bad}})
+    with pytest.raises(ConfigError, match="init.ref_width: 400 needs the model width"):
+        apply_init_rate(nn.Sequential(nn.Linear(8, 8)), InitConfig(gamma=0.5, ref_width=400), seed=0)
+    plain = experiment_from_dict({})
+    assert experiment_from_dict({"init": {"ref_width": None}}).run_id() == plain.run_id()   # unset: ids unchanged
+    assert experiment_from_dict({"init": {"ref_width": 400}}).run_id() != plain.run_id()

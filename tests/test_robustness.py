@@ -136,3 +136,46 @@ def test_robustness_regime_map_end_to_end(tmp_path, capsys):
     cases = pd.read_csv(tmp_path / "m" / "cases.csv")
     assert len(cases) == 8 and sorted(cases["train.epochs"].unique()) == [1, 2]
     assert (tmp_path / "m" / "regime_map.png").exists()
+
+
+def test_robustness_with_peak_lrs_reports_the_papers_rule_beside_the_per_run_rate(tmp_path, capsys):
+    tiny = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024", "task.n_eval_per_group=16",
+            "train.batch_size=256", "train.epochs=1", "train.eval_every=2"]
+    args = ["robustness", "demo/small", "--out", str(tmp_path / "r"), "--op-sets", "1", "--seeds", "2",
+            "--peak-lrs", "1e-3,4e-3", "--thresholds", "0.5,0.8", "--executor", "inprocess", "--no-progress"]
+    for s in tiny:
+        args += ["--set", s]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "papers' rule (best of 2 lr(s) and of training, mean over 2 seed(s))" in out
+    assert out.count("per run (each lr and seed, final)") == 2 and "of 4 cases" in out
+    d = tmp_path / "r"
+    cases = pd.read_csv(d / "cases.csv")
+    assert len(cases) == 8 and sorted(cases.peak_lr.unique()) == [1e-3, 4e-3]
+    assert (cases.best_ood_inferential_acc >= cases.ood_inferential_acc - 1e-9).all()
+    assert len(pd.read_csv(d / "judged.csv")) == 4                      # (op set, seed, lr) cases
+    seeds = pd.read_csv(d / "seeds.csv")
+    assert len(seeds) == 4 and (seeds.n_lrs == 2).all()
+    best = cases.groupby(["setting", "seed"]).best_ood_inferential_acc.max()
+    assert seeds.set_index(["setting", "seed"]).inferential_best.sort_index().tolist() == \
+        pytest.approx(best.sort_index().tolist())
+    cells = pd.read_csv(d / "cells.csv")
+    assert list(cells.threshold) == [0.5, 0.8]
+    assert cells["small_init.inferential_best"][0] == pytest.approx(best["small_init"].mean())
+    r = pd.read_csv(d / "rates.csv")
+    assert list(r.threshold) == [0.5, 0.8] and (r.cases == 4).all() and (r.cells == 1).all()
+    assert {"paper_contrast_rate", "contrast_rate", "small_composes_per_run", "small_composes_rate"} <= set(r)
+    with pytest.raises(ConfigError, match="peak_lrs"):
+        from anchorlab.robustness import run_study
+        run_study(str(tmp_path / "x"), "demo/small", 1, [0], peak_lrs=[1e-3], vary={"optim.peak_lr": [1e-3]})
+
+
+def test_a_study_reads_only_its_own_runs_from_a_shared_directory(tmp_path):
+    from anchorlab.robustness import run_study
+
+    tiny = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024", "task.n_eval_per_group=16",
+            "train.batch_size=256", "train.eval_every=4"]
+    a = run_study(str(tmp_path), "demo/small", 1, [0], overrides=[*tiny, "train.epochs=1"], executor="inprocess")
+    b = run_study(str(tmp_path), "demo/small", 1, [0], overrides=[*tiny, "train.epochs=2"], executor="inprocess")
+    assert len(list((tmp_path / "runs").iterdir())) == 4
+    assert len(a["cases"]) == len(b["cases"]) == 2 and set(a["cases"].run_id).isdisjoint(b["cases"].run_id)

@@ -39,6 +39,8 @@ def _cmd_train(a: argparse.Namespace) -> int:
     f = res.final
     print(f"run {out}  task={cfg.task.name}  status={f['status']}  steps={f['steps']}  "
           f"wall={f['wall_seconds']:.1f}s")
+    if cfg.train.amp != "none" and "precision" in f:
+        print(f"precision: {f['precision']['matmul_dtype']} matmuls ({f['precision']['reason']})")
     _print_metrics(res.task, f["final"])
     return 0
 
@@ -80,13 +82,16 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 
     print(f"anchorlab demo: training a large-init and a small-init model on the 'neurips' anchor task "
           f"(preset {DEMO_PRESET}, gammas {DEMO_GAMMAS}) in {a.workers} worker process(es)...", flush=True)
-    table = run_demo(a.out, a.set, workers=a.workers, progress=not a.no_progress, seeds=a.seeds)
+    table = run_demo(a.out, a.set, workers=a.workers, progress=not a.no_progress, seeds=a.seeds,
+                     peak_lrs=a.peak_lrs, thresholds=a.thresholds)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(table.drop(columns=["train_acc", "run_dir"] + (["seed"] if a.seeds == 1 else []), errors="ignore")
-              .to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        shown = table.drop(columns=["train_acc", "run_dir"] + (["seed"] if a.seeds == 1 else [])
+                           + ([] if a.peak_lrs else ["peak_lr"]), errors="ignore")
+        print(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}", formatters={"peak_lr": "{:g}".format}))
     r = table.attrs["rates"]
     print(f"\ncontrast (large init: symmetric >= 0.8, small init: inferential >= 0.8, ID >= 0.9 both) in "
-          f"{r['contrast_rate']:.0%} of {r['cases']} seed(s)")
+          f"{r['contrast_rate']:.0%} of {r['cases']} seed(s)" + (" x lr(s)" if a.peak_lrs else ""))
+    print("\n".join(table.attrs["summary"]))
     print(f"\nwrote {Path(a.out) / 'summary.json'} and {Path(a.out) / 'ood_over_training.png'}")
     return 0
 
@@ -109,15 +114,18 @@ def _cmd_robustness(a: argparse.Namespace) -> int:
             print(f"  run {run.run_id}: {status}", flush=True)
 
     res = run_study(str(out), a.config, a.op_sets, seeds, settings, a.set, a.op_seed, a.workers, a.executor,
-                    done, include_papers=not a.no_papers_op_set, vary=vary)
+                    done, include_papers=not a.no_papers_op_set, vary=vary, peak_lrs=a.peak_lrs,
+                    thresholds=a.thresholds)
     accs = [c for c in res["judged"].columns if c.endswith(("id_acc", "_acc"))]
-    cols = [*vary, "op_set", "seed", *accs, "contrast"]
+    cols = [*vary, "op_set", "seed", *(["peak_lr"] if a.peak_lrs else []), *accs, "contrast"]
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
-        print(res["judged"][cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        print(res["judged"][cols].to_string(index=False, float_format=lambda v: f"{v:.2f}",
+                                            formatters={"peak_lr": "{:g}".format}))
     r = res["rates"]
     print(f"\ncontrast in {r['contrast_rate']:.0%} of {r['cases']} cases (large init memorizes "
           f"{r['large_memorizes_rate']:.0%}, small init composes {r['small_composes_rate']:.0%}); "
           f"tables in {out}")
+    print("\n".join(res["summary"]))
     if vary:
         with pd.option_context("display.width", 250, "display.max_columns", 30):
             print("\nregime map (map.csv, regime_map.png):")
@@ -228,10 +236,43 @@ def _cmd_reproduce(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(a: argparse.Namespace) -> int:
+    from .bench import format_result, run_bench
+
+    steps = {}
+    for item in a.steps.split(","):
+        name, _, n = item.partition("=")
+        if not n.isdigit() or int(n) < 1:
+            raise ConfigError(f"--steps: expected SHAPE=N[,...] with N >= 1, got {item!r}")
+        steps[name] = int(n)
+    try:
+        r = run_bench(a.shapes.split(","), a.precisions.split(","), steps=steps, warmup=a.warmup, threads=a.threads,
+                      clock=a.clock, profile=a.profile, malloc_retain=not a.no_malloc_retain)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    print(format_result(r))
+    if a.csv:
+        from .io import atomic_write
+
+        base = Path(a.csv)
+        atomic_write(base, lambda p: r.steps.to_csv(p, index=False))
+        peaks = base.with_name(base.stem + "_peaks.csv")
+        atomic_write(peaks, lambda p: r.peaks.to_csv(p, index=False))
+        print(f"wrote {base}, {peaks}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="anchorlab", description=__doc__)
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = p.add_subparsers(dest="cmd", required=True)
+
+    def floats(text: str) -> list[float]:
+        return [float(v) for v in text.split(",") if v.strip()]
+
+    def with_lrs(sp: argparse.ArgumentParser) -> None:   # the papers' judgement beside the per-run rate
+        sp.add_argument("--peak-lrs", type=floats, metavar="LR,...", help="train at each peak lr (docs/headline.md)")
+        sp.add_argument("--thresholds", type=floats, default=[0.5, 0.8], metavar="T,...", help="OOD thresholds")
 
     def with_config(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("config", help="YAML file or preset name (e.g. neurips/paper, demo/small, scan/cpu)")
@@ -262,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override the demo config for both models")
     sp.add_argument("--no-progress", action="store_true")
+    with_lrs(sp)
     sp.set_defaults(fn=_cmd_demo)
 
     sp = sub.add_parser("robustness", help="the headline over random anchor op sets x seeds: large vs small init")
@@ -281,6 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--executor", default="process", choices=["process", "inprocess", "ray"])
     sp.add_argument("--workers", type=int, default=None)
     sp.add_argument("--no-progress", action="store_true")
+    with_lrs(sp)
     sp.set_defaults(fn=_cmd_robustness)
 
     sp = sub.add_parser("sweep", help="run (or resume) a sweep: a base config x axes, results in SQLite")
@@ -320,6 +363,21 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--dry-run", action="store_true", help="list the runs without training")
     sp.add_argument("--no-progress", action="store_true")
     sp.set_defaults(fn=_cmd_reproduce)
+
+    sp = sub.add_parser("bench", help="this CPU's matmul peak per dtype and the training step per precision",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sp.add_argument("--shapes", default="demo,paper", help="demo (demo/small) and/or paper (neurips/paper, batch 2048)")
+    sp.add_argument("--precisions", default="fp32,bf16", help="fp32 (train.amp=none) and/or bf16 (train.amp=bf16)")
+    sp.add_argument("--steps", default="demo=20,paper=4", help="timed steps per shape")
+    sp.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    sp.add_argument("--threads", type=int, default=1, help="torch threads (training uses 1 per worker)")
+    sp.add_argument("--clock", default="wall", choices=["wall", "process"],
+                    help="process: this process's CPU seconds (fair on a machine shared with other jobs)")
+    sp.add_argument("--profile", action="store_true", help="also split each step's operator time by category")
+    sp.add_argument("--no-malloc-retain", action="store_true",
+                    help="leave glibc's malloc thresholds alone (as train.malloc_retain=false)")
+    sp.add_argument("--csv", metavar="PATH", help="also write the step table (and PATH's stem + _peaks.csv)")
+    sp.set_defaults(fn=_cmd_bench)
     return p
 
 

@@ -20,6 +20,13 @@ A *regime map* is the study repeated over a grid of compute settings
 ``train.batch_size``): :func:`rate_map` gives one row of rates per grid point,
 with the models' mean wall time and steps, so the rate can be read against
 the compute it costs.
+
+*Learning rates* (``peak_lrs``): every case is trained at each peak lr; the
+study then reports the papers' judgement beside the per-run rate
+(:mod:`anchorlab.eval.judgement`): per (op set, setting, seed) the best over
+lrs and training, each mapping on its own, averaged over seeds (``cells.csv``,
+``seeds.csv``), and the fraction of single runs that pass (final metrics), at
+each threshold (``rates.csv``).
 """
 
 from __future__ import annotations
@@ -165,8 +172,8 @@ def _same(a: Any, b: Any) -> bool:
 
 def case_table(runs: Sequence[Mapping[str, Any]], settings: Sequence[Setting] = DEFAULT_SETTINGS,
                vary_keys: Sequence[str] = ()) -> pd.DataFrame:
-    """One row per run: [the varied keys' values,] op set, seed, setting, final ID / inferential /
-    symmetric accuracy, status, steps, wall time.
+    """One row per run: [the varied keys' values,] op set, seed, setting, peak lr, final ID / inferential /
+    symmetric accuracy, each one's best over training (``best_*``), status, steps, wall time.
 
     ``runs``: final.json dicts of the study's runs.
     """
@@ -183,21 +190,27 @@ def case_table(runs: Sequence[Mapping[str, Any]], settings: Sequence[Setting] = 
         op = OpSet({int(k): int(v) for k, v in t["anchors"].items()}, tuple(int(x) for x in held.split(",")),
                    int(next((v.split(":")[1] for v in rules.values() if str(v).startswith("shift:")),
                             PAPERS["mirror_shift"])))
-        fin = f.get("final", {})
+        fin, best = f.get("final", {}), f.get("best", {})
+        o = c["optim"]
+        peak = o["peak_lr"] if o.get("peak_lr") is not None else o["lr"] * o["warmup_multiplier"]
         rows.append({**{k: flat.get(k) for k in vary_keys}, "op_set": op.label, "seed": c["train"]["init_seed"],
-                     "setting": _setting_of(flat, settings),
+                     "setting": _setting_of(flat, settings), "peak_lr": peak,
                      "status": f.get("status"), "id_acc": fin.get("id_acc", math.nan),
                      "ood_inferential_acc": fin.get("ood_inferential_acc", math.nan),
                      "ood_symmetric_acc": fin.get("ood_symmetric_acc", math.nan),
+                     **{f"best_{m}": best.get(m, math.nan)
+                        for m in ("id_acc", "ood_inferential_acc", "ood_symmetric_acc")},
                      "train_loss": fin.get("train_loss", math.nan), "steps": f.get("steps"),
                      "wall_seconds": f.get("wall_seconds"), "run_id": f.get("run_id")})
-    return pd.DataFrame(rows).sort_values([*vary_keys, "op_set", "seed", "setting"]).reset_index(drop=True)
+    return pd.DataFrame(rows).sort_values([*vary_keys, "op_set", "seed", "peak_lr", "setting"]).reset_index(drop=True)
 
 
 def judge(cases: pd.DataFrame, large: str = "large_init", small: str = "small_init", id_min: float = 0.9,
           acc_min: float = 0.8, by: Sequence[str] = ()) -> pd.DataFrame:
-    """One row per case ([grid point,] op set, seed): each model's numbers and whether the contrast holds."""
-    wide = cases.pivot_table(index=[*by, "op_set", "seed"], columns="setting",
+    """One row per case ([grid point,] op set, seed[, peak lr]), each run on its own (final metrics): each
+    model's numbers and whether the contrast holds."""
+    lr = ["peak_lr"] if "peak_lr" in cases.columns else []
+    wide = cases.pivot_table(index=[*by, "op_set", "seed", *lr], columns="setting",
                              values=["id_acc", "ood_inferential_acc", "ood_symmetric_acc"], aggfunc="first")
     wide.columns = [f"{s}.{m}" for m, s in wide.columns]
     w = wide.reset_index()
@@ -265,16 +278,62 @@ def parse_setting(text: str) -> Setting:
     return Setting(name.strip(), ov)
 
 
+def judgement_tables(cases: pd.DataFrame, large: str, small: str, thresholds: Sequence[float] = (0.5, 0.8),
+                     id_min: float = 0.9, by: Sequence[str] = ()) -> dict[str, pd.DataFrame]:
+    """The papers' judgement beside the per-run rate, from :func:`case_table`'s rows.
+
+    ``seeds``: per ([grid point,] op set, setting, seed) the best over lrs and training of each mapping;
+    ``cells``: per ([grid point,] op set, threshold) each setting's papers' cell (mean of those bests over
+    seeds), its per-run rate, and the contrast by the papers' rule; ``rates``: per ([grid point,]
+    threshold) the papers' rule over op sets (``paper_*``, ``cells``) beside the per-run rates over
+    every run (``contrast_rate`` over (op set, seed, lr) cases, ``large_memorizes_rate``,
+    ``small_composes_rate``, ``cases``: :func:`rates` of :func:`judge` at that threshold).
+    """
+    from .eval.judgement import contrast_cells, contrast_rates, seed_bests
+
+    ok = cases[cases.status.isin(["finished", "stopped_early", "diverged"])]
+    cells = contrast_cells(ok, large, small, thresholds, id_min, by)
+    paper = contrast_rates(cells, large, small, by)
+    per_run = []
+    for t in thresholds:
+        j = judge(ok, large, small, id_min, t, by)
+        for key, g in (j.groupby(list(by), dropna=False, sort=True) if by else [((), j)]):
+            key = key if isinstance(key, tuple) else (key,)
+            per_run.append({**dict(zip(by, key)), "threshold": float(t), **rates(g)})
+    table = paper.merge(pd.DataFrame(per_run), on=[*by, "threshold"], how="outer")
+    return {"seeds": seed_bests(ok, [*by, "op_set", "setting"]), "cells": cells, "rates": table}
+
+
+def summary_lines(rates_table: pd.DataFrame, n_lrs: int, n_seeds: int, id_min: float = 0.9) -> list[str]:
+    """One line per threshold: the papers' rule and the per-run rate, always together."""
+    out = []
+    for r in rates_table.itertuples(index=False):
+        n = int(r.cells)
+        out.append(
+            f"OOD >= {r.threshold:g} (ID >= {id_min:g}): papers' rule (best of {n_lrs} lr(s) and of training, mean over "
+            f"{n_seeds} seed(s)): contrast in {round(r.paper_contrast_rate * n)}/{n} op set(s) (large init "
+            f"memorizes {round(r.paper_large_memorizes_rate * n)}/{n}, small init composes "
+            f"{round(r.paper_small_composes_rate * n)}/{n}); per run (each lr and seed, final): contrast in "
+            f"{r.contrast_rate:.0%} of {int(r.cases)} cases (large init memorizes {r.large_memorizes_per_run:.0%}, "
+            f"small init composes {r.small_composes_per_run:.0%} of runs)")
+    return out
+
+
 def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_sets: int = 5,
               seeds: Sequence[int] = (0, 1, 2), settings: Sequence[Setting] = DEFAULT_SETTINGS,
               overrides: Sequence[str] = (), op_seed: int = 0, workers: int | None = None,
               executor: str = "process", on_result: Any = None, include_papers: bool = True,
               op_sets: Sequence[OpSet] | None = None,
-              vary: Mapping[str, Sequence[Any]] | None = None) -> dict[str, Any]:
+              vary: Mapping[str, Sequence[Any]] | None = None, peak_lrs: Sequence[float] | None = None,
+              thresholds: Sequence[float] = (0.5, 0.8), id_min: float = 0.9) -> dict[str, Any]:
     """Run (or resume) the study into ``out_dir``; write ``cases.csv`` (one row per run), ``judged.csv``
-    (one row per case), ``rates.csv`` (over every case); with ``vary``, also ``map.csv`` (one row per
-    grid point, :func:`rate_map`) and ``regime_map.png``. Return ``{"rates", "judged", "cases", "files"}``
-    (and ``"map"``)."""
+    (one row per case and lr, each run on its own at the strictest threshold), ``seeds.csv`` and
+    ``cells.csv`` (the papers' judgement, :func:`judgement_tables`), ``rates.csv`` (one row per threshold:
+    the papers' rule and the per-run rates); with ``vary``, also ``map.csv`` (one row per grid point,
+    :func:`rate_map`), ``paper_map.csv`` (``rates`` per grid point and threshold) and ``regime_map.png``.
+    ``peak_lrs``: train every case at each of these peak lrs (``optim.peak_lr``).
+    Return ``{"rates", "rates_table", "judged", "cases", "seeds", "cells", "summary", "files"}`` (and ``"map"``);
+    ``summary``: printable lines giving the papers' rule beside the per-run rate."""
     from pathlib import Path
 
     from .io import atomic_write
@@ -283,17 +342,34 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
 
     out = Path(out_dir)
     ops = list(op_sets) if op_sets is not None else random_op_sets(n_op_sets, op_seed, include_papers=include_papers)
-    spec = study_spec(base, ops, seeds, settings, overrides, vary=vary)
-    run_sweep(spec, out, executor=executor, max_workers=workers, on_result=on_result)
+    if not thresholds or any(not 0.0 <= t <= 1.0 for t in thresholds):
+        raise ConfigError(f"thresholds: need one or more accuracies in [0, 1], got {list(thresholds)!r}")
+    axes = dict(vary or {})
+    if peak_lrs:
+        if "optim.peak_lr" in axes:
+            raise ConfigError("peak_lrs: optim.peak_lr is also varied; give the lrs once (--peak-lrs)")
+        for lr in peak_lrs:
+            check_range("peak_lrs", lr, 0.0, lo_open=True)
+        axes["optim.peak_lr"] = list(peak_lrs)
+    spec = study_spec(base, ops, seeds, settings, overrides, vary=axes or None)
+    ids = set(run_sweep(spec, out, executor=executor, max_workers=workers, on_result=on_result).run_id)
     by = list(vary or {})
-    cases = case_table(finals(out), settings, by)
-    judged = judge(cases, settings[0].name, settings[1].name, by=by)
+    large, small = settings[0].name, settings[1].name
+    # this study's runs only: a directory shared with other sweeps (docs/headline.md) holds more
+    cases = case_table([f for f in finals(out) if f["run_id"] in ids], settings, by)
+    judged = judge(cases, large, small, id_min, max(thresholds), by=by)
+    jt = judgement_tables(cases, large, small, thresholds, id_min, by)
     r = rates(judged)
-    tables = [("cases", cases), ("judged", judged), ("rates", pd.DataFrame([r]))]
-    res: dict[str, Any] = {"rates": r, "judged": judged, "cases": cases}
+    tables = [("cases", cases), ("judged", judged), ("seeds", jt["seeds"]), ("cells", jt["cells"]),
+              ("rates", jt["rates"])]
+    res: dict[str, Any] = {"rates": r, "rates_table": jt["rates"], "judged": judged, "cases": cases,
+                           "seeds": jt["seeds"], "cells": jt["cells"]}
+    res["summary"] = summary_lines(jt["rates"], max(len(peak_lrs or ()), 1), len(seeds), id_min) if not by else [
+        "\nthe papers' rule beside the per-run rates, per grid point and threshold (paper_map.csv):",
+        jt["rates"].to_string(index=False, float_format=lambda v: f"{v:.2f}")]
     if by:
         res["map"] = rate_map(judged, cases, by)
-        tables.append(("map", res["map"]))
+        tables += [("map", res["map"]), ("paper_map", jt["rates"])]
     files = {}
     for name, t in tables:
         files[name] = atomic_write(out / f"{name}.csv", lambda p, t=t: t.to_csv(p, index=False))

@@ -11,7 +11,9 @@ the value of ``key`` in its mapping (e.g. ``task.name``) picks the concrete
 dataclass from ``registry`` (see :mod:`anchorlab.registry`).
 
 A field with ``metadata={"identity": False}`` (e.g. a data directory) is left
-out of :func:`identity_dict`, the mapping a run id is hashed from.
+out of :func:`identity_dict`, the mapping a run id is hashed from; one with
+``metadata={"identity": "unless_default"}`` is left out while it holds its
+default, so adding such a field keeps the run ids of existing configs.
 """
 
 from __future__ import annotations
@@ -89,11 +91,19 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
+def _in_identity(obj: Any, f: dataclasses.Field) -> bool:
+    mode = f.metadata.get("identity", True)
+    if mode == "unless_default":
+        return getattr(obj, f.name) != f.default
+    return bool(mode)
+
+
 def identity_dict(obj: Any) -> Any:
-    """Like :func:`to_dict`, without fields marked ``metadata={"identity": False}``."""
+    """Like :func:`to_dict`, without fields marked ``metadata={"identity": False}`` (nor those marked
+    ``"unless_default"`` while at their default)."""
     if dataclasses.is_dataclass(obj):
         return {f.name: identity_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                if f.metadata.get("identity", True)}
+                if _in_identity(obj, f)}
     if isinstance(obj, dict):
         return {str(k): identity_dict(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

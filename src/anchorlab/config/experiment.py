@@ -136,7 +136,9 @@ class InitConfig:
     bias: str = "zero"
     residual_scale: bool = False
     scheme: str = "rate"
-    embed_std: float | None = None
+    # not hashed while None, so the run ids of configs without it stay as they were
+    ref_width: int | None = field(default=None, metadata={"identity": "unless_default"})
+    embed_std: float | None = field(default=None, metadata={"identity": "unless_default"})
 
     def __post_init__(self) -> None:
         p = "init"
@@ -150,6 +152,11 @@ class InitConfig:
         check_choice(f"{p}.embed_fan_in", self.embed_fan_in, ("num_embeddings", "d_model"))
         check_choice(f"{p}.distribution", self.distribution, ("normal", "uniform"))
         check_choice(f"{p}.bias", self.bias, ("zero", "gamma", "pytorch"))
+        if self.ref_width is not None:
+            if isinstance(self.ref_width, bool) or not isinstance(self.ref_width, int):
+                fail(f"{p}.ref_width", f"must be a positive integer width (e.g. 400, the paper's d_model) or null, "
+                     f"got {self.ref_width!r}")
+            check_range(f"{p}.ref_width", self.ref_width, 1)
         if self.embed_std is not None:
             check_range(f"{p}.embed_std", self.embed_std, 0.0, lo_open=True)
 
@@ -246,8 +253,11 @@ class TrainConfig:
     dtype: str = "float32"
     threads: int = 0             # torch intra-op threads; 0 -> leave as is
     flush_denormal: bool = True
+    # CPU: keep freed memory in the process (glibc mallopt) so activations stop page-faulting every step;
+    # speed only, so not part of the run id (train/allocator.py)
+    malloc_retain: bool = field(default=True, metadata={"identity": False})
     compile: bool = False
-    amp: str = "none"            # "none" | "bf16" (GPU)
+    amp: str = "none"            # "none" | "bf16" | "auto" (bf16 on a CPU with bf16 matrix units; train/precision.py)
     tf32: bool = False
     log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
     stop_when: tuple[str, ...] = ()
@@ -265,7 +275,7 @@ class TrainConfig:
         if not (self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", self.device)):
             fail(f"{p}.device", f"must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
         check_choice(f"{p}.dtype", self.dtype, ("float32", "float64"))
-        check_choice(f"{p}.amp", self.amp, ("none", "bf16"))
+        check_choice(f"{p}.amp", self.amp, ("none", "bf16", "auto"))
         for i, r in enumerate(self.stop_when):
             parse_stop_rule(f"{p}.stop_when[{i}]", r)
         check_choice(f"{p}.tracking", self.tracking, ("none", "mlflow", "tensorboard"))

@@ -40,6 +40,6 @@ def framework_default_table(module: nn.Module) -> pd.DataFrame:
                                                                                       or "other")
         rows.append({"name": info.name, "role": info.role, "group": group,
                      "shape": "x".join(str(s) for s in p.shape), "numel": p.numel(), "fan_in": fi,
-                     "fan_in_rule": rule, "gamma": math.nan, "target_std": target,
+                     "fan_in_rule": rule, "ref_width": None, "std_fan_in": fi, "gamma": math.nan, "target_std": target,
                      "measured_std": float(p.detach().double().std()) if p.numel() > 1 else math.nan})
     return pd.DataFrame(rows)

@@ -2,7 +2,8 @@
 
 ``apply_init_rate(module, gamma=..., generator=...)`` re-initializes every
 weight in place and returns the ParamTable (a DataFrame: name, role, group,
-shape, fan_in, gamma, target_std, measured_std).
+shape, numel, fan_in, fan_in_rule, ref_width, std_fan_in, gamma, target_std,
+measured_std).
 
 fan-in conventions (``fan_in``):
   ``"true"``    the width of the input a weight multiplies (:func:`true_fan_in`):
@@ -19,6 +20,13 @@ fan-in conventions (``fan_in``):
 A packed weight (GPT-2's ``c_attn``, MultiheadAttention's ``in_proj_weight``)
 draws its q, k and v slices with their groups' gammas; its ParamTable row then
 gives the whole tensor's expected std (gamma NaN where the slices differ).
+``ref_width`` (W) makes gamma width-independent: a fan-in that counts a width
+(rules ``input_dim``, ``embedding_dim``, ``d_model``) is read at width W, i.e.
+multiplied by ``W / d_model``, so std = scale * (fan_in * W / d_model) ** -gamma,
+the std the same gamma gives the same matrix at width W (exact when the model
+keeps the reference's ratios d_head/d_model, d_ff/d_model); a one-hot width
+(``num_embeddings``) does not depend on d_model and is kept. The ParamTable's
+``ref_width`` and ``std_fan_in`` columns give W and the fan-in the std used.
 ``residual_scale`` divides the std of the residual projections (roles ``o``,
 ``mlp_out``: GPT-2's ``attn.c_proj`` and ``mlp.c_proj``) by sqrt(2 n_layers).
 A trainable parameter of a module type with no known fan-in raises
@@ -66,6 +74,9 @@ def check_known(infos: list[ParamInfo]) -> None:
                 f"init: no known fan-in for parameter {info.name!r} of module {mname!r} "
                 f"({cls.__module__}.{cls.__qualname__}); supported: {SUPPORTED}; initialize it yourself or teach "
                 "it with anchorlab.model.roles.register_module")
+
+
+WIDTH_RULES = ("input_dim", "embedding_dim", "d_model")   # fan-ins that grow with the model width
 
 
 def fan_in_rule(info: ParamInfo, convention: str = "true", embed_convention: str = "num_embeddings") -> str:
@@ -178,7 +189,7 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
                     fan_in: str = "true", distribution: str = "normal", bias: str = "zero",
                     residual_scale: bool = False, n_layers: int | None = None,
                     d_model: int | None = None, embed_fan_in: str = "num_embeddings",
-                    embed_std: float | None = None) -> pd.DataFrame:
+                    ref_width: int | None = None, embed_std: float | None = None) -> pd.DataFrame:
     """Re-initialize ``module`` in place with the init rate; return the ParamTable.
 
     Pass an :class:`InitConfig` as ``gamma`` to take every option from it.
@@ -190,15 +201,20 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
         c = gamma
         gamma, scale, role_gammas = c.gamma, c.scale, dict(c.role_gammas)
         fan_in, distribution, bias, residual_scale = c.fan_in, c.distribution, c.bias, c.residual_scale
-        embed_fan_in, embed_std = c.embed_fan_in, c.embed_std
+        embed_fan_in, ref_width, embed_std = c.embed_fan_in, c.ref_width, c.embed_std
     InitConfig(gamma=gamma, scale=scale, role_gammas=role_gammas or {}, fan_in=fan_in, embed_fan_in=embed_fan_in,
-               distribution=distribution, bias=bias, residual_scale=residual_scale, embed_std=embed_std)  # validate
+               distribution=distribution, bias=bias, residual_scale=residual_scale, ref_width=ref_width,
+               embed_std=embed_std)  # validate
     role_gammas = role_gammas or {}
     if generator is None:
         generator = torch.Generator().manual_seed(0 if seed is None else seed)
     dm, nl = model_dims(module)
     d_model = dm if d_model is None else d_model
     n_layers = (nl or 1) if n_layers is None else n_layers
+    if ref_width is not None and d_model is None:
+        raise ConfigError(f"init.ref_width: {ref_width} needs the model width, but {type(module).__qualname__} "
+                          "has no d_model (n_embd, hidden_size); pass d_model= to apply_init_rate")
+    width_factor = 1.0 if ref_width is None else ref_width / d_model
 
     infos = param_infos(module)
     check_known(infos)
@@ -207,13 +223,15 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
         if info.role in ("norm", "bias"):
             continue
         if info.role == "other":   # a frozen parameter of an unknown module (check_known): left as it is
-            rows.append((info, "other", None, None, None, "frozen"))
+            rows.append((info, "other", None, None, None, "frozen", None))
             continue
         p = getattr(info.module, info.kind)
         fi = fan_in_of(info, fan_in, d_model, embed_fan_in)
+        rule = fan_in_rule(info, fan_in, embed_fan_in)
+        std_fi = fi * width_factor if rule in WIDTH_RULES else fi   # the fan-in read at the reference width
         parts = PACKED.get(info.role, (info.role,))
         gs = [float(role_gammas.get(ROLE_GROUP[r] or "other", gamma)) for r in parts]
-        stds = [scale * fi ** (-g) for g in gs]
+        stds = [scale * std_fi ** (-g) for g in gs]
         if residual_scale and info.role in ("o", "mlp_out"):
             stds = [s / math.sqrt(2 * n_layers) for s in stds]
         fixed = embed_std is not None and info.role in ("embed", "pos")
@@ -226,16 +244,16 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
             _fill_packed(p, stds, packed_dim(info), distribution, generator)
             std, g = _rms(stds), None
         d = drawn.setdefault(id(info.module), {"slices": {}})
-        d.update(stds=stds, g=g, fi=fi, true_fi=true_fan_in(info))
+        d.update(stds=stds, g=g, fi=fi, std_fi=std_fi, true_fi=true_fan_in(info))
         d["slices"].update(zip(parts, stds))
-        rows.append((info, ROLE_GROUP.get(info.role) or "other", fi, g, std,
-                     "embed_std" if fixed else fan_in_rule(info, fan_in, embed_fan_in)))
+        rows.append((info, ROLE_GROUP.get(info.role) or "other", fi, g, std, "embed_std" if fixed else rule,
+                     None if fixed else std_fi))
     for info in infos:
         p = getattr(info.module, info.kind)
         if info.role == "norm":
             with torch.no_grad():
                 p.fill_(1.0 if info.kind == "weight" else 0.0)
-            rows.append((info, "norm", None, None, None, "none"))
+            rows.append((info, "norm", None, None, None, "none", None))
         elif info.role == "bias":
             d = drawn.get(id(info.module), {})
             stds = _bias_stds(info, d)
@@ -243,25 +261,26 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
             if bias == "pytorch" and true_fi:
                 b_std = 1.0 / math.sqrt(true_fi) / math.sqrt(3.0)   # U(-a, a) with a = 1/sqrt(fan_in)
                 _fill(p, b_std, "uniform", generator)
-                rows.append((info, "bias", true_fi, None, b_std, "pytorch_default"))
+                rows.append((info, "bias", true_fi, None, b_std, "pytorch_default", true_fi))
             elif bias == "zero" or std == 0.0 or bias == "pytorch":
                 with torch.no_grad():
                     p.zero_()
-                rows.append((info, "bias", fi, g, 0.0, "zero"))
+                rows.append((info, "bias", fi, g, 0.0, "zero", d.get("std_fi")))
             else:
                 if len(set(stds)) == 1:
                     _fill(p, stds[0], distribution, generator)
                 else:
                     _fill_packed(p, stds, packed_dim(info), distribution, generator)
-                rows.append((info, "bias", fi, g, std, "as_weight"))
+                rows.append((info, "bias", fi, g, std, "as_weight", d.get("std_fi")))
     order = {i.name: k for k, i in enumerate(infos)}
     rows.sort(key=lambda r: order[r[0].name])
     table = pd.DataFrame([{
         "name": info.name, "role": info.role, "group": group,
         "shape": "x".join(str(s) for s in getattr(info.module, info.kind).shape),
         "numel": getattr(info.module, info.kind).numel(),
-        "fan_in": fi, "fan_in_rule": rule, "gamma": g, "target_std": std,
+        "fan_in": fi, "fan_in_rule": rule, "ref_width": ref_width, "std_fan_in": std_fi, "gamma": g,
+        "target_std": std,
         "measured_std": float(getattr(info.module, info.kind).detach().double().std())
         if getattr(info.module, info.kind).numel() > 1 else float("nan"),
-    } for info, group, fi, g, std, rule in rows])
+    } for info, group, fi, g, std, rule, std_fi in rows])
     return table

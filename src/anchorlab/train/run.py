@@ -44,7 +44,9 @@ from ..registry import MODELS, load
 from ..tasks.base import Task
 from ..metric_order import lower_is_better
 from .checkpoint import load_checkpoint, remove_stale_temps, save_checkpoint, save_weights, versions
+from .allocator import retain_freed_memory
 from .optim import lr_at, make_optimizer
+from .precision import Precision, resolve_precision
 
 log = logging.getLogger(__name__)
 Callback = Callable[[int, torch.nn.Module], dict[str, float]]
@@ -78,7 +80,9 @@ def numerics(cfg: ExperimentConfig, device: torch.device):
     """Process-wide numeric switches for the duration of a run, each restored to its previous value after.
 
     Threads (``train.threads``), flush-denormal on CPU (``train.flush_denormal``)
-    and TF32 for CUDA matmuls and cuDNN (``train.tf32``).
+    and TF32 for CUDA matmuls and cuDNN (``train.tf32``). ``train.malloc_retain``
+    (CPU) raises glibc's malloc thresholds for the rest of the process: it has no
+    getter, so it is the one switch not restored.
     """
     t = cfg.train
     old_threads = torch.get_num_threads()
@@ -88,6 +92,8 @@ def numerics(cfg: ExperimentConfig, device: torch.device):
         torch.set_num_threads(t.threads)
     if device.type == "cpu":
         torch.set_flush_denormal(t.flush_denormal)
+        if t.malloc_retain:
+            retain_freed_memory()   # process-wide, not restored (see train/allocator.py)
     torch.backends.cuda.matmul.allow_tf32 = t.tf32   # flags only: harmless without CUDA
     torch.backends.cudnn.allow_tf32 = t.tf32
     try:
@@ -192,8 +198,9 @@ def completed_final(run_dir: Path, cfg: ExperimentConfig) -> dict[str, Any] | No
 
 
 def finalize(cfg: ExperimentConfig, run_dir: Path, history: list[dict[str, Any]], status: str, wall: float,
-             step: int) -> dict[str, Any]:
-    """Write final.json: the last and best value of every metric (best = min for losses), history, versions."""
+             step: int, precision: Precision | None = None) -> dict[str, Any]:
+    """Write final.json: the last and best value of every metric (best = min for losses), history, versions,
+    and the precision the run trained in."""
     last = history[-1] if history else {}
     metrics = [k for k in last if k not in NOT_METRICS and isinstance(last[k], (int, float))]
     best = {}
@@ -204,6 +211,8 @@ def finalize(cfg: ExperimentConfig, run_dir: Path, history: list[dict[str, Any]]
     final = {"run_id": cfg.run_id(), "name": cfg.name, "status": status, "steps": step,
              "final": {k: last[k] for k in metrics}, "best": best, "history": history,
              "wall_seconds": wall, "versions": versions(), "config": cfg.to_dict()}
+    if precision is not None:
+        final["precision"] = precision.to_dict()
     write_json(run_dir / "final.json", final)
     return final
 
@@ -241,6 +250,7 @@ class RunState:
     device: torch.device = torch.device("cpu")
     t0: float = field(default_factory=time.perf_counter)
     tracker: Any = None   # anchorlab.tracking.Tracker when train.tracking is not 'none'
+    precision: Precision | None = None   # train.amp resolved on this device (final.json "precision")
 
     @classmethod
     def open(cls, cfg: ExperimentConfig, run_dir: str | Path, task: Task, device: torch.device,
@@ -295,7 +305,7 @@ class RunState:
         if tracker is not None:
             tracker.start(cfg, step)
         return cls(cfg, task, run_dir, model, opt, train_data, step, wall, history, callbacks, eval_data, device, t0,
-                   tracker)
+                   tracker, resolve_precision(cfg.train.amp, device))
 
     # ---- plan
     @property
@@ -346,7 +356,7 @@ class RunState:
     def finish(self, model: torch.nn.Module, status: str, step: int) -> dict[str, Any]:
         """Save the final weights and write final.json."""
         save_weights(self.run_dir / "model.safetensors", model, {"run_id": self.cfg.run_id()})
-        final = finalize(self.cfg, self.run_dir, self.history, status, self.wall(), step)
+        final = finalize(self.cfg, self.run_dir, self.history, status, self.wall(), step, self.precision)
         if self.tracker is not None:
             self.tracker.finish(final, self.task.headline)
         return final

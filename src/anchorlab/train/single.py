@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,9 +12,24 @@ import torch
 from ..config import ExperimentConfig
 from ..tasks.base import Task
 from .optim import lr_at
+from .precision import autocast
 from .run import Callback, Progress, RunState, epoch_permutation
 
 log = logging.getLogger(__name__)
+
+
+def train_step(model: torch.nn.Module, fwd: Any, opt: torch.optim.Optimizer, task: Task, batch: dict[str, torch.Tensor],
+               amp: Any, clip_norm: float) -> torch.Tensor:
+    """One optimizer step of the single loop (also what ``anchorlab bench`` times): the loss under
+    ``amp`` (an autocast context or a null one), backward, clipping, AdamW; returns the loss."""
+    with amp:
+        loss = task.loss(fwd, batch)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if clip_norm > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    opt.step()
+    return loss
 
 
 def train_single(cfg: ExperimentConfig, run_dir: str | Path, task: Task, device: torch.device, *,
@@ -31,8 +45,7 @@ def train_single(cfg: ExperimentConfig, run_dir: str | Path, task: Task, device:
     data = st.train_data.to(device)
     spe, total, eval_every = st.plan
     fwd = torch.compile(model) if cfg.train.compile else model
-    amp = (torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-           if cfg.train.amp == "bf16" else contextlib.nullcontext())
+    amp = autocast(st.precision, device)
     B = cfg.train.batch_size
     step = st.step
     status, loss_sum, loss_n = "finished", torch.zeros((), device=device), 0
@@ -50,13 +63,7 @@ def train_single(cfg: ExperimentConfig, run_dir: str | Path, task: Task, device:
             lr = lr_at(step, spe, cfg.optim)
             for g in opt.param_groups:
                 g["lr"] = lr
-            with amp:
-                loss = task.loss(fwd, data.batch(idx))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.optim.clip_norm > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.clip_norm)
-            opt.step()
+            loss = train_step(model, fwd, opt, task, data.batch(idx), amp, cfg.optim.clip_norm)
             step += 1
             loss_sum += loss.detach()
             loss_n += 1

@@ -27,7 +27,6 @@ models whose final.json exists are skipped. See docs/engine.md.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import warnings
@@ -40,6 +39,7 @@ import torch
 from ..config import ConfigError, ExperimentConfig
 from ..tasks.base import build_task, stack_batches, task_class
 from .optim import lr_at, make_optimizer, param_groups
+from .precision import autocast
 from .run import Callback, Progress, RunState, completed_final, epoch_permutation, numerics, pick_device
 from .stack_ops import StackedAdamW, StackedParams, clip_per_model
 
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 # train.* fields that must agree across a stack (seeds, checkpoint_every and stop_when may differ).
 SHARED_TRAIN_FIELDS = ("epochs", "batch_size", "max_steps", "eval_every", "device", "dtype", "threads",
-                       "flush_denormal", "compile", "amp", "tf32")
+                       "flush_denormal", "malloc_retain", "compile", "amp", "tf32")
 
 
 # ----------------------------------------------------------------------------- validation
@@ -235,8 +235,7 @@ def _train_group(members: list[RunState], start: int, device: torch.device, prog
     losses_of = torch.vmap(one_loss, in_dims=(0, None if shared_data else 0))
     if cfg0.train.compile:
         losses_of = torch.compile(losses_of)
-    amp = (torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-           if cfg0.train.amp == "bf16" else contextlib.nullcontext())
+    amp = autocast(members[0].precision, device)
 
     active = list(range(G))                   # member index of each stack row
     finals: dict[int, dict[str, Any]] = {}

@@ -1,0 +1,116 @@
+"""The Fig. 2 cell at CPU scale: sweep directories -> one row per run, and the cells the papers' way.
+
+The sweeps ``fig2_cell_cpu``, ``fig2_cell_clock_cpu`` and ``fig2_depth_cpu`` (docs/headline.md)
+write run directories; :func:`cell_rows` reads their final.json files into the table committed as
+``docs/figures/fig2_cell_cpu.csv`` (one row per run: op set, paper gamma, peak lr, seed, final ID,
+best and final inferential / symmetric accuracy on the held-out pair, plus the clock and depth), and
+:func:`cell_table` reduces it with :func:`anchorlab.eval.judgement.paper_cells`::
+
+    python -m anchorlab.headline runs/fig2_cell_cpu --out docs/figures/fig2_cell_cpu.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+PAPER_WIDTH = 400
+PAPER_STEPS = 92_190   # NeurIPS App. A: 210 epochs of 900k sequences at batch 2048 (439 full batches each)
+COLUMNS = ["op_set", "paper_gamma", "peak_lr", "seed", "id_acc", "inferential_best", "symmetric_best",
+           "inferential_final", "symmetric_final"]
+EXTRA = ["clock", "n_layers", "id_best", "steps", "gamma", "ref_width", "d_model", "precision", "status",
+         "wall_seconds", "run_id"]
+
+
+def paper_gamma(gamma: float, ref_width: Any, d_model: int) -> float:
+    """The paper's gamma a run stands for: its gamma when it is read at the paper's width 400
+    (``init.ref_width: 400``, or a width-400 model without a reference); NaN otherwise."""
+    ref = None if ref_width is None or (isinstance(ref_width, float) and math.isnan(ref_width)) else int(ref_width)
+    return float(gamma) if (ref or d_model) == PAPER_WIDTH else math.nan
+
+
+def cell_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """final.json dicts -> one row per run with :data:`COLUMNS` then :data:`EXTRA`; ``clock`` is the
+    run's steps over the paper's 92,190 (1.0: the paper's optimizer clock)."""
+    from .robustness import case_table
+
+    keys = ["init.gamma", "init.ref_width", "model.d_model", "model.n_layers"]
+    if not runs:
+        return pd.DataFrame(columns=COLUMNS + EXTRA)
+    c = case_table(runs, vary_keys=keys)
+    precision = {f.get("run_id"): (f.get("precision") or {}).get("matmul_dtype", "float32") for f in runs}
+    out = pd.DataFrame({
+        "op_set": c.op_set,
+        "paper_gamma": [paper_gamma(g, r, d) for g, r, d in zip(c["init.gamma"], c["init.ref_width"],
+                                                                 c["model.d_model"])],
+        "peak_lr": c.peak_lr, "seed": c.seed, "id_acc": c.id_acc,
+        "inferential_best": c.best_ood_inferential_acc, "symmetric_best": c.best_ood_symmetric_acc,
+        "inferential_final": c.ood_inferential_acc, "symmetric_final": c.ood_symmetric_acc,
+        "clock": (c.steps.astype(float) / PAPER_STEPS).round(2), "n_layers": c["model.n_layers"],
+        "id_best": c.best_id_acc, "steps": c.steps, "gamma": c["init.gamma"], "ref_width": c["init.ref_width"],
+        "d_model": c["model.d_model"], "precision": c.run_id.map(precision), "status": c.status,
+        "wall_seconds": c.wall_seconds, "run_id": c.run_id})
+    return out.sort_values(["clock", "n_layers", "op_set", "paper_gamma", "peak_lr", "seed"]).reset_index(drop=True)
+
+
+def cell_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9) -> pd.DataFrame:
+    """:func:`cell_rows` -> one row per (clock, depth, op set, paper gamma): the papers' cell (mean over seeds
+    of the best over lrs and training, each mapping on its own) beside the per-run rates."""
+    from .eval.judgement import paper_cells
+
+    runs = rows[rows.status.isin(["finished", "stopped_early", "diverged"])].rename(columns={
+        "inferential_final": "ood_inferential_acc", "symmetric_final": "ood_symmetric_acc",
+        "inferential_best": "best_ood_inferential_acc", "symmetric_best": "best_ood_symmetric_acc",
+        "id_best": "best_id_acc"})
+    return paper_cells(runs, ["clock", "n_layers", "op_set", "paper_gamma"], threshold, id_min)
+
+
+def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: float = 0.5,
+                 id_min: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
+    """Read every completed run of ``sweep_dirs`` (a run in several counts once), write ``out`` (the run
+    rows), ``<out stem>_cells.csv`` and the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) beside
+    it; return both tables and the paths."""
+    from .io import atomic_write
+    from .reproduce.registry import finals
+
+    seen: dict[str, Mapping[str, Any]] = {}
+    for d in sweep_dirs:
+        for f in finals(Path(d)):
+            seen.setdefault(f["run_id"], f)
+    rows = cell_rows(list(seen.values()))
+    cells = cell_table(rows, threshold, id_min) if len(rows) else pd.DataFrame()
+    out = Path(out)
+    paths = [atomic_write(out, lambda p: rows.to_csv(p, index=False)),
+             atomic_write(out.with_name(out.stem + "_cells.csv"), lambda p: cells.to_csv(p, index=False))]
+    if len(cells) and ((cells.n_layers == 2) & cells.paper_gamma.notna()).any():
+        from .plots.headline import plot_cell
+        from .plots.training import save_figure
+
+        paths += save_figure(plot_cell(cells, id_min=id_min), out.with_suffix(""), formats=("png",))
+    return rows, cells, paths
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m anchorlab.headline", description=__doc__.splitlines()[0])
+    p.add_argument("sweep_dirs", nargs="+", help="sweep directories (e.g. runs/fig2_cell_cpu)")
+    p.add_argument("--out", default="docs/figures/fig2_cell_cpu.csv", help="the run table (CSV)")
+    p.add_argument("--threshold", type=float, default=0.5, help="OOD threshold of the per-run rate (default 0.5)")
+    p.add_argument("--id-min", type=float, default=0.9)
+    a = p.parse_args(argv)
+    rows, cells, paths = write_tables(a.sweep_dirs, a.out, a.threshold, a.id_min)
+    if len(cells):
+        cols = ["clock", "n_layers", "op_set", "paper_gamma", "n_seeds", "n_runs", "id_best", "inferential_best",
+                "symmetric_best", "inferential_per_run", "symmetric_per_run"]
+        with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 50):
+            print(cells[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(f"{len(rows)} runs; wrote {', '.join(map(str, paths))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

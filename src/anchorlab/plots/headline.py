@@ -1,0 +1,71 @@
+"""The Fig. 2 cell at CPU scale beside the paper's values (draw only; the table is
+:func:`anchorlab.headline.cell_table`).
+
+:func:`plot_cell`: one panel per (clock, op set) at depth 2; per paper gamma, bars of the papers'
+cell (mean over seeds of the best over lrs and training) for the inferential and the symmetric
+mapping, dots of the per-run rates beside them, hatching where the cell's mean best ID < 0.9, and
+the paper's values (NeurIPS Fig. 2, depth 2: symmetric >= 0.9 at gamma 0.3, inferential >= 0.9 at
+gamma 0.8) as triangles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from ..config import ConfigError
+
+MAPS = (("inferential", "#4393c3"), ("symmetric", "#d6604d"))
+PAPER = {0.3: ("symmetric", 0.9), 0.8: ("inferential", 0.9)}   # NeurIPS Fig. 2, depth 2 (lower bounds)
+
+
+def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figure:
+    """Panels (rows: clocks, columns: op sets) of the depth-``depth`` cells."""
+    need = ["clock", "n_layers", "op_set", "paper_gamma", "id_best", "inferential_best", "symmetric_best",
+            "inferential_per_run", "symmetric_per_run", "n_seeds"]
+    missing = [c for c in need if c not in cells.columns]
+    if missing:
+        raise ConfigError(f"cell table lacks column(s) {', '.join(missing)}")
+    t = cells[(cells.n_layers == depth) & cells.paper_gamma.notna()]
+    if t.empty:
+        raise ConfigError(f"cell table has no depth-{depth} rows with a paper gamma")
+    clocks, ops = sorted(t.clock.unique()), sorted(t.op_set.unique())
+    rate = "per-run rate" + (f" (OOD >= {t.threshold.iloc[0]:g}, ID >= {id_min:g})" if "threshold" in t else "")
+    fig = Figure(figsize=(3.6 * len(ops) + 0.6, 2.9 * len(clocks) + 0.6))
+    axes = np.atleast_2d(fig.subplots(len(clocks), len(ops), squeeze=False, sharey=True))
+    for i, clock in enumerate(clocks):
+        for j, op in enumerate(ops):
+            ax = axes[i, j]
+            c = t[(t.clock == clock) & (t.op_set == op)].sort_values("paper_gamma")
+            x = np.arange(len(c))
+            for k, (m, color) in enumerate(MAPS):
+                off = (k - 0.5) * 0.38
+                bars = ax.bar(x + off, c[f"{m}_best"].to_numpy(float), 0.36, color=color,
+                              label=f"{m}: papers' cell" if i == j == 0 else None)
+                for b, fits in zip(bars, c.id_best.to_numpy(float) >= id_min):
+                    if not fits:
+                        b.set_hatch("//")
+                ax.plot(x + off, c[f"{m}_per_run"].to_numpy(float), "o", color="black", ms=3.5,
+                        label=rate if i == j == 0 and k == 0 else None)
+            labelled = i != 0 or j != 0
+            for xi, g in zip(x, c.paper_gamma):
+                if round(float(g), 3) in PAPER:
+                    m, v = PAPER[round(float(g), 3)]
+                    off = -0.19 if m == MAPS[0][0] else 0.19
+                    ax.plot(xi + off, v, "v", color="black", mfc="none", ms=7,
+                            label=None if labelled else "paper, depth 2 (>=)")
+                    labelled = True
+            ax.set_xticks(x, [f"{g:g}" for g in c.paper_gamma])
+            ax.set_ylim(0, 1.05)
+            ax.axhline(0.5, color="gray", lw=0.6, ls=":")
+            n = int(c.n_seeds.max()) if len(c) else 0
+            ax.set_title(f"{op.split(' (')[0]}\nclock {clock:g}x, {n} seed(s)", fontsize=8)
+            if j == 0:
+                ax.set_ylabel("held-out pair accuracy")
+            if i == len(clocks) - 1:
+                ax.set_xlabel("paper gamma (std at width 400)")
+    axes[0, 0].bar([0], [0], 0, color="white", edgecolor="black", hatch="//", label=f"hatched: mean best ID < {id_min:g}")
+    fig.legend(loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return fig

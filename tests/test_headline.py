@@ -1,0 +1,84 @@
+"""The Fig. 2 cell specs dry-run to the documented runs; the CSV maker reads fake runs right."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from anchorlab.config import experiment_from_dict
+from anchorlab.headline import COLUMNS, PAPER_STEPS, main
+from anchorlab.sweep.grid import expand, resolve_sweep
+from anchorlab.train.optim import lr_at
+from anchorlab.train.run import steps_plan
+
+
+def test_the_cell_specs_expand_to_the_documented_runs_and_share_them():
+    cell = {r.run_id: r.config for r in expand(resolve_sweep("fig2_cell_cpu"))}
+    clock = {r.run_id: r.config for r in expand(resolve_sweep("fig2_cell_clock_cpu"))}
+    depth = {r.run_id: r.config for r in expand(resolve_sweep("fig2_depth_cpu"))}
+    assert (len(cell), len(clock), len(depth)) == (243, 243, 96)
+    assert len(set(cell) & set(clock)) == 81 and len(set(cell) & set(depth)) == 18   # shared in one --out
+    c = next(iter(cell.values()))
+    assert (c.model.d_model, c.model.d_head, c.model.d_ff, c.init.ref_width) == (128, 64, 384, 400)
+    assert all(x.train.amp == "auto" for x in [*cell.values(), *clock.values(), *depth.values()])
+    assert sorted({x.optim.peak for x in cell.values()}) == pytest.approx(
+        [1.25e-4 * 2 ** (k / 2) for k in range(-2, 7)], rel=2e-3)   # a factor-sqrt2 grid around the paper's
+    assert len({x.task.anchors[1] for x in cell.values()}) == 3
+    # the 1x clock is the paper's: 92.2k steps, 4.4k of warmup from 1e-5, sum of lr ~12 at peak 2.5e-4
+    one = next(x for x in cell.values() if x.optim.peak == 2.5e-4)
+    spe, total, _ = steps_plan(one, one.task.n_train)
+    assert abs(total / PAPER_STEPS - 1) < 1e-3 and round(one.optim.warmup_epochs * spe) == 4391
+    assert sum(lr_at(i, spe, one.optim) for i in range(0, total, 10)) * 10 == pytest.approx(12.0, rel=0.01)
+    assert sorted({round(steps_plan(x, x.task.n_train)[1] / PAPER_STEPS, 2) for x in clock.values()}) == [0.5, 1, 2]
+
+
+def _fake_run(root, gamma, lr, seed, anchors, rules, inf, sym, steps=PAPER_STEPS):
+    cfg = experiment_from_dict({}, ["model.d_model=128", "init.ref_width=400", f"init.gamma={gamma}",
+                                    f"optim.peak_lr={lr}", f"train.init_seed={seed}", f"train.data_seed={seed}",
+                                    "task.preset=custom", f"task.anchors={anchors}", f"task.pair_rules={rules}"])
+    rid = cfg.run_id()
+    final = {"id_acc": 0.99, "ood_inferential_acc": inf[0], "ood_symmetric_acc": sym[0]}
+    best = {"id_acc": 1.0, "ood_inferential_acc": inf[1], "ood_symmetric_acc": sym[1]}
+    d = root / "runs" / rid
+    d.mkdir(parents=True)
+    (d / "final.json").write_text(json.dumps({"run_id": rid, "status": "finished", "steps": steps,
+                                              "wall_seconds": 1.0, "config": cfg.to_dict(), "final": final,
+                                              "best": best}))
+
+
+def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
+    papers = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
+    other = ("{1: -2, 2: 3, 3: 1, 4: -5}", "{'3,2': held_out, '2,3': 'shift:9'}")
+    for seed, lr, inf, sym in ((0, 1e-4, (0.4, 0.9), (0.1, 0.2)), (0, 2e-4, (0.1, 0.3), (0.8, 0.9)),
+                               (1, 1e-4, (0.2, 0.5), (0.3, 0.4)), (1, 2e-4, (0.6, 0.7), (0.0, 0.1))):
+        _fake_run(tmp_path / "a", 0.8, lr, seed, *papers, inf, sym)
+    _fake_run(tmp_path / "b", 0.3, 1e-4, 0, *other, (0.0, 0.1), (1.0, 1.0), steps=PAPER_STEPS // 2)
+    out = tmp_path / "fig2_cell_cpu.csv"
+    assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)]) == 0
+    rows = pd.read_csv(out)
+    assert list(rows.columns[: len(COLUMNS)]) == COLUMNS and len(rows) == 5
+    assert set(rows.paper_gamma) == {0.3, 0.8} and set(rows.clock) == {0.5, 1.0}
+    r = rows[(rows.paper_gamma == 0.8) & (rows.seed == 0) & (rows.peak_lr == 2e-4)].iloc[0]
+    assert (r.inferential_best, r.symmetric_best, r.inferential_final, r.symmetric_final) == (0.3, 0.9, 0.1, 0.8)
+    assert r.op_set.startswith("{1:+5,2:+1,3:-2,4:-8} (4,3) held out") and r.precision == "float32"
+    cells = pd.read_csv(tmp_path / "fig2_cell_cpu_cells.csv")
+    c = cells[cells.paper_gamma == 0.8].iloc[0]
+    assert math.isclose(c.inferential_best, (0.9 + 0.7) / 2) and math.isclose(c.symmetric_best, (0.9 + 0.4) / 2)
+    assert math.isclose(c.inferential_per_run, 1 / 4) and c.n_seeds == 2 and c.n_runs == 4
+    assert "5 runs; wrote" in capsys.readouterr().out
+    assert (tmp_path / "fig2_cell_cpu.png").stat().st_size > 5000
+
+
+def test_the_documented_robustness_command_trains_the_cells_large_and_small_init_runs():
+    from anchorlab.robustness import Setting, random_op_sets, study_spec
+
+    sets = ["model.d_ff=384", "init.ref_width=400", "optim.lr=1e-5", "optim.min_lr=1e-5", "train.amp=auto",
+            "train.epochs=236.4",
+            "optim.warmup_epochs=11.26", "optim.cosine_epochs=225.14", "train.eval_every=1000"]
+    lrs = [6.25e-5, 8.84e-5, 1.25e-4, 1.77e-4, 2.5e-4, 3.54e-4, 5e-4, 7.07e-4, 1e-3]
+    spec = study_spec("demo/small", random_op_sets(3, 0), [0, 1, 2],
+                      [Setting("large_init", {"init.gamma": 0.3}), Setting("small_init", {"init.gamma": 0.8})],
+                      sets, vary={"optim.peak_lr": lrs})
+    rob = {r.run_id for r in expand(spec)}
+    assert len(rob) == 162 and rob <= {r.run_id for r in expand(resolve_sweep("fig2_cell_cpu"))}

@@ -1,0 +1,172 @@
+"""train.amp: bf16 on CPU keeps float32 master weights, resumes exactly, is recorded; auto picks by the CPU."""
+
+import logging
+
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from anchorlab.bench import BenchResult, time_steps, train_flops_per_sample
+from anchorlab.config import ConfigError, experiment_from_dict
+from anchorlab.train import load_run, train
+from anchorlab.train.run import init_model
+from anchorlab.train.precision import CpuMatrixUnits, resolve_precision
+from anchorlab.train.stacked import train_stack
+
+CPU = torch.device("cpu")
+AMX = CpuMatrixUnits("AVX512", amx=True, avx512_bf16=True)
+AVX2 = CpuMatrixUnits("AVX2", amx=False, avx512_bf16=False)
+# 1024 / 64 = 16 steps per epoch, 2 epochs -> 32 steps, evaluated every 8.
+TINY = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024", "task.n_eval_per_group=16",
+        "train.batch_size=64", "train.epochs=2", "train.eval_every=8", "optim.lr=1e-3", "optim.warmup_epochs=0.5",
+        "optim.warmup_multiplier=2", "optim.cosine_epochs=1.5", "optim.min_lr=1e-4", "train.threads=1",
+        "train.amp=bf16"]
+
+
+def test_auto_picks_bf16_only_on_a_cpu_with_bf16_units():
+    assert resolve_precision("auto", CPU, AMX).amp == "bf16"
+    p = resolve_precision("auto", CPU, AVX2)
+    assert p.amp == "none" and "no bfloat16 matrix units" in p.reason and "AVX2" in p.reason
+    assert resolve_precision("auto", torch.device("cuda"), AMX).amp == "none"   # GPU runs keep the papers' fp32
+    assert resolve_precision("bf16", torch.device("cuda"), AVX2).amp == "bf16"
+    assert resolve_precision("none", CPU, AMX).amp == "none"
+
+
+def test_explicit_bf16_on_a_cpu_without_units_is_honoured_with_a_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="anchorlab.train.precision"):
+        p = resolve_precision("bf16", CPU, AVX2)
+    assert p.amp == "bf16" and p.matmul_dtype == "bfloat16"
+    assert any("slower than float32" in r.message for r in caplog.records)
+
+
+def test_unknown_amp_names_the_field_and_choices():
+    with pytest.raises(ConfigError, match=r"train\.amp.*'none', 'bf16', 'auto'"):
+        experiment_from_dict({}, ["train.amp=fp16"])
+
+
+@pytest.fixture(scope="module")
+def bf16_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bf16")
+    cfg = experiment_from_dict({}, TINY)
+    full = train(cfg, root / "full").final
+    part = train(cfg, root / "resumed", stop_after_step=16).final
+    resumed = train(cfg, root / "resumed").final
+    return root, cfg, full, part, resumed
+
+
+def test_bf16_run_keeps_float32_master_weights_and_records_precision(bf16_runs):
+    root, cfg, full, _, _ = bf16_runs
+    assert full["status"] == "finished" and full["steps"] == 32
+    assert full["precision"] == {"requested": "bf16", "amp": "bf16", "reason": full["precision"]["reason"],
+                                 "matmul_dtype": "bfloat16", "master_dtype": "float32"}
+    weights = load_file(root / "full" / "model.safetensors")
+    assert all(w.dtype == torch.float32 for w in weights.values())
+    ck = torch.load(root / "full" / "checkpoint.pt", weights_only=True)
+    for st in ck["optimizer"]["state"].values():
+        assert st["exp_avg"].dtype == st["exp_avg_sq"].dtype == torch.float32
+    # it trained: the loss fell and the weights moved from their init
+    losses = [h["train_loss"] for h in full["history"][1:]]
+    assert losses[-1] < losses[0]
+    init, _ = init_model(cfg)
+    assert not torch.equal(init.state_dict()["embed.weight"], weights["embed.weight"])
+
+
+def test_bf16_run_resumes_exactly(bf16_runs):
+    root, _, full, part, resumed = bf16_runs
+    assert part["status"] == "interrupted"
+    assert resumed["final"] == full["final"] and resumed["steps"] == full["steps"]
+    assert [h["train_loss"] for h in resumed["history"]][1:] == [h["train_loss"] for h in full["history"]][1:]
+    a = load_run(root / "full").model.state_dict()
+    b = load_run(root / "resumed").model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_bf16_stack_agrees_with_single_runs(tmp_path):
+    """Stacked bf16 matmuls (vmap -> batched) round differently from single ones, and AdamW's normalised
+    update turns the rounding of near-zero gradients into whole steps, so weights agree to a tolerance,
+    not bitwise. Stated tolerance, after 16 steps: the weight difference is < 10% of the distance the
+    single run moved from its init (measured 2-3.5%; bf16 vs float32 single runs differ by 3-4%), and
+    every training loss agrees within 0.1% (measured < 0.01%)."""
+    over = [o for o in TINY if not o.startswith("train.epochs")] + ["train.epochs=1"]
+    cfgs = [experiment_from_dict({}, over + v) for v in (["init.gamma=0.5"], ["init.gamma=0.8", "train.init_seed=1"])]
+    singles = [train(c, tmp_path / f"single{i}").final for i, c in enumerate(cfgs)]
+    stacked = train_stack(cfgs, [tmp_path / f"stack{i}" for i in range(2)])
+    for i, (a, b) in enumerate(zip(singles, stacked)):
+        assert b["precision"]["amp"] == "bf16"
+        for ha, hb in zip(a["history"][1:], b["history"][1:]):
+            assert hb["train_loss"] == pytest.approx(ha["train_loss"], rel=1e-3)
+        wa = load_file(tmp_path / f"single{i}" / "model.safetensors")
+        wb = load_file(tmp_path / f"stack{i}" / "model.safetensors")
+        w0 = init_model(cfgs[i])[0].state_dict()
+        diff = sum(((wb[k] - wa[k]) ** 2).sum() for k in wa) ** 0.5
+        moved = sum(((wa[k] - w0[k]) ** 2).sum() for k in wa) ** 0.5
+        assert all(wb[k].dtype == torch.float32 for k in wb)
+        assert moved > 0.1 and diff < 0.1 * moved, (i, float(diff), float(moved))
+
+
+def test_train_flops_per_sample_by_hand():
+    m = experiment_from_dict({}, ["model.d_model=4", "model.d_head=2", "model.d_ff=8", "model.n_layers=2"]).model
+    T, V = 9, m.vocab_size
+    qkvo, ffn = 4 * 4 * 2, 2 * 4 * 8
+    matmul = T * (qkvo + ffn) + T * qkvo // 2 + qkvo // 2 + ffn
+    attn = 4 * 2 * (T * T + T)
+    assert train_flops_per_sample(m, T) == 6 * matmul + 3 * attn + 6 * 4 * V
+
+
+def test_time_steps_times_every_phase():
+    cfg = experiment_from_dict({}, TINY)
+    t, prof = time_steps(cfg, steps=2, warmup=1, clock=__import__("time").perf_counter, profile=True)
+    assert t.seconds > 0 and t.forward > 0 and t.backward > 0 and t.optimizer > 0
+    assert set(prof.columns) == {"category", "ms_per_step", "share"} and "matmul" in set(prof.category)
+    assert prof.share.sum() == pytest.approx(1.0)
+
+
+def _result(units, demo_fp32, demo_bf16, paper_pct):
+    steps = pd.DataFrame([{"shape": "demo", "precision": "fp32", "ms_per_step": demo_fp32, "pct_of_peak": 70.0},
+                          {"shape": "demo", "precision": "bf16", "ms_per_step": demo_bf16, "pct_of_peak": 20.0},
+                          {"shape": "paper", "precision": "bf16", "ms_per_step": 1.0, "pct_of_peak": paper_pct}])
+    return BenchResult(units, 1, "wall", pd.DataFrame(columns=["precision", "gflops"]), steps, {})
+
+
+def test_bench_verdicts():
+    met = _result(AMX, 30.0, 9.0, 45.0).verdicts()
+    assert met == ["demo shape: bf16 step 3.33x the fp32 step (target >= 3x): met",
+                   "paper shape: bf16 step at 45% of the bf16 matmul peak (target >= 40%): met"]
+    missed = _result(AMX, 30.0, 20.0, 17.0).verdicts()
+    assert missed[0].endswith("(target >= 3x): not met") and missed[1].endswith("(target >= 40%): not met")
+    no_units = _result(AVX2, 30.0, 200.0, 1.0).verdicts()
+    assert no_units[0].startswith("bfloat16 targets do not apply: this CPU has no bfloat16 matrix units (AVX2")
+    assert all(line.endswith("not applicable here") for line in no_units[1:])
+
+
+def test_train_cli_says_which_precision_auto_chose_and_why(tmp_path, capsys, monkeypatch):
+    import anchorlab.train.precision as prec
+    from anchorlab.cli import main
+
+    monkeypatch.setattr(prec, "cpu_matrix_units", lambda: AVX2)
+    over = [x for o in TINY if o != "train.amp=bf16" for x in ("--set", o)]
+    assert main(["train", "demo/small", *over, "--set", "train.amp=auto", "--out", str(tmp_path / "r"),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "precision: float32 matmuls (train.amp=auto: float32, this CPU has no bfloat16 matrix units (AVX2" in out
+
+
+def test_bench_cli_rejects_bad_arguments_naming_the_flag(capsys):
+    from anchorlab.cli import main
+
+    assert main(["bench", "--shapes", "huge"]) == 2
+    assert "--shapes: unknown shape 'huge'; choose from demo, paper" in capsys.readouterr().err
+    assert main(["bench", "--steps", "demo=0"]) == 2
+    assert "--steps" in capsys.readouterr().err
+
+
+def test_malloc_retain_is_not_part_of_the_run_id_and_takes_effect_on_glibc():
+    import platform
+
+    from anchorlab.train.allocator import retain_freed_memory
+
+    a, b = experiment_from_dict({}, TINY), experiment_from_dict({}, TINY + ["train.malloc_retain=false"])
+    assert a.run_id() == b.run_id() and a.train.malloc_retain and not b.train.malloc_retain
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        assert retain_freed_memory() and retain_freed_memory()
