@@ -51,6 +51,6 @@ def test_knob_effect_takes_each_difference_at_a_fixed_other_knob():
 def test_the_lm_seed_sweep_has_three_seeds_per_gamma_and_the_authors_embedding_std():
     runs = _runs("lm_seeds_cpu")
     cells = pd.DataFrame([{"gamma": r.config.init.gamma, "seed": r.config.train.init_seed,
-                           "embed_std": r.config.init.embed_std} for r in runs])
+                           "embed_std": r.config.init.embed_std, "ref": r.config.init.ref_width} for r in runs])
     assert len(runs) == 9 and (cells.groupby("gamma").seed.nunique() == 3).all()
-    assert (cells.embed_std == 0.02).all()
+    assert (cells.embed_std == 0.02).all() and (cells.ref == 1024).all()   # std-matched to GPT-2 Medium

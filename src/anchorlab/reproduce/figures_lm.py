@@ -110,6 +110,6 @@ register(Figure(
         Claim("final perplexity, largest init / smallest init (seed means)", "> 1", ppl_ratio),
     ),
     notes=("CPU scale: the journal-fig7d model on the CPython standard library, one pass over 3M tokens, three "
-           "seeds, embeddings N(0, 0.02) whatever gamma (init.embed_std, as the authors' GPT-2). Needs the hf and "
-           "lm extras."),
+           "seeds, embeddings N(0, 0.02) whatever gamma (init.embed_std, as the authors' GPT-2), gamma std-matched "
+           "to GPT-2 Medium's width (init.ref_width 1024). Needs the hf and lm extras."),
     extra="hf,lm"))
