@@ -13,8 +13,8 @@ import pytest
 
 from anchorlab.config import ConfigError
 from anchorlab.eval.phases import PhaseThresholds, classify_phase, classify_phases
-from anchorlab.sweep.aggregate import (AggregateOptions, aggregate, history_table, phase_diagram,
-                                       pivot_grid, runs_table)
+from anchorlab.plots.phase import pivot_grid
+from anchorlab.sweep.aggregate import AggregateOptions, aggregate, history_table, phase_diagram, runs_table
 
 NAN = math.nan
 
@@ -216,8 +216,8 @@ def _nonempty(paths):
 
 
 def test_figures_write_png_and_pdf(tmp_path):
-    from anchorlab.plots.phase import (plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma,
-                                       plot_run_history, save)
+    from anchorlab.plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma, plot_run_history
+    from anchorlab.plots.save import save_figure as save
 
     cells = _cells_gamma_depth()
     _nonempty(save(plot_neurips_fig2(cells), tmp_path / "fig2"))

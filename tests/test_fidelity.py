@@ -124,7 +124,7 @@ def test_authors_block_matches_a_hand_written_reference():
 
 def test_authors_fig3_metric_definition_reads_pair_columns(tmp_path):
     from anchorlab.sweep.aggregate import AggregateOptions, phase_diagram
-    from anchorlab.tasks.anchor.metrics import METRIC_DEFINITIONS
+    from anchorlab.eval.definitions import METRIC_DEFINITIONS
 
     d = METRIC_DEFINITIONS["authors-fig3"]
     assert (d.id, d.ood, d.train) == ("acc/12/test", "acc/43/train", "acc/12/seen")

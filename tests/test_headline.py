@@ -71,7 +71,8 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
 
 
 def test_the_documented_robustness_command_trains_the_cells_large_and_small_init_runs():
-    from anchorlab.robustness import Setting, random_op_sets, study_spec
+    from anchorlab.robustness import Setting, study_spec
+    from anchorlab.tasks.anchor.opsets import random_op_sets
 
     sets = ["model.d_ff=384", "init.ref_width=400", "optim.lr=1e-5", "optim.min_lr=1e-5", "train.amp=auto",
             "train.epochs=236.4",

@@ -4,11 +4,12 @@ import pandas as pd
 import pytest
 
 from anchorlab.cli import main
+from anchorlab.cli_args import parse_setting, parse_vary
 from anchorlab.config import ConfigError, experiment_from_dict
-from anchorlab.robustness import (PAPERS, Setting, judge, parse_setting, parse_vary, random_op_sets, rate_map, rates,
-                                  study_spec)
+from anchorlab.robustness import Setting, judge, rate_map, rates, study_spec
 from anchorlab.sweep.grid import expand
 from anchorlab.tasks.anchor import AnchorTask
+from anchorlab.tasks.anchor.opsets import PAPERS, random_op_sets
 
 
 def test_op_sets_never_collide_and_keep_the_held_out_pair_unseen():

@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
+from ._version import __version__
 
 _API = {
     "load_config": "anchorlab.config:load_config",

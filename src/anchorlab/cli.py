@@ -99,7 +99,8 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 def _cmd_robustness(a: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .robustness import DEFAULT_SETTINGS, parse_setting, parse_vary, run_study
+    from .cli_args import parse_setting, parse_vary
+    from .robustness import DEFAULT_SETTINGS, run_study
 
     settings = [parse_setting(s) for s in a.setting] or list(DEFAULT_SETTINGS)
     vary = dict(parse_vary(v) for v in a.vary)
@@ -149,16 +150,10 @@ def _progress_bar(total: int, desc: str, enabled: bool):
     return bar, on_result
 
 
-def _parse_stack(text: str) -> str | int:
-    stack = int(text) if text.isdigit() else text
-    if stack not in ("auto", "never") and not isinstance(stack, int):
-        raise ConfigError(f"--stack: must be 'auto', 'never' or a maximum stack size, got {text!r}")
-    return stack
-
-
 def _cmd_sweep(a: argparse.Namespace) -> int:
     import pandas as pd
 
+    from .cli_args import parse_stack
     from .sweep.grid import load_sweep, resolve_sweep
     from .sweep.runner import plan_sweep, run_sweep
 
@@ -173,7 +168,7 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     todo = int((plan.action != "skip").sum())
     print(f"sweep {spec.name}: {len(plan)} runs, {todo} to do, executor={a.executor}, out={out}", flush=True)
     bar, on_result = _progress_bar(todo, spec.name, not a.no_progress)
-    df = run_sweep(spec, out, executor=a.executor, max_workers=a.workers, stack=_parse_stack(a.stack),
+    df = run_sweep(spec, out, executor=a.executor, max_workers=a.workers, stack=parse_stack(a.stack),
                    on_result=on_result)
     if bar:
         bar.close()

@@ -75,9 +75,10 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
     per-run contrast rate (OOD >= 0.8), ``attrs["rates_table"]`` the papers' rule beside the per-run
     rates at each threshold (also ``rates.csv``; ``cells.csv``: per setting, the mean over seeds of
     the best over lrs and training), ``attrs["summary"]`` their printed lines."""
+    from .plots.save import save_figure
+    from .plots.training import plot_ood_over_training
     from .robustness import case_table, judge, judgement_tables, rates, summary_lines
-    from .reproduce.registry import finals
-    from .plots.training import plot_ood_over_training, save_figure
+    from .sweep.results import finals
     from .sweep.runner import run_sweep
 
     out = Path(out_dir)
@@ -116,5 +117,5 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
     first = [r for r in rows if (r["seed"], r["peak_lr"]) == (rows[0]["seed"], rows[0]["peak_lr"])]
     hist = {r["model"]: pd.DataFrame(read_json(Path(r["run_dir"]) / "final.json")["history"]) for r in first}
     save_figure(plot_ood_over_training(hist, {r["model"]: r["gamma"] for r in first}),
-                out / "ood_over_training", formats=("png",))
+                out / "ood_over_training", formats=("png",), dpi=130)
     return table

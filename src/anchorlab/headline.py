@@ -76,7 +76,7 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
     rows), ``<out stem>_cells.csv`` and the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) beside
     it; return both tables and the paths."""
     from .io import atomic_write
-    from .reproduce.registry import finals
+    from .sweep.results import finals
 
     seen: dict[str, Mapping[str, Any]] = {}
     for d in sweep_dirs:
@@ -89,9 +89,9 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
              atomic_write(out.with_name(out.stem + "_cells.csv"), lambda p: cells.to_csv(p, index=False))]
     if len(cells) and ((cells.n_layers == 2) & cells.paper_gamma.notna()).any():
         from .plots.headline import plot_cell
-        from .plots.training import save_figure
+        from .plots.save import save_figure
 
-        paths += save_figure(plot_cell(cells, id_min=id_min), out.with_suffix(""), formats=("png",))
+        paths += save_figure(plot_cell(cells, id_min=id_min), out.with_suffix(""), formats=("png",), dpi=130)
     return rows, cells, paths
 
 

@@ -1,9 +1,11 @@
-"""Where names in a config meet code: task families and model architectures.
+"""Where names in a config meet code: task families, model architectures, training callbacks.
 
 ``task.name`` picks a task family and ``model.arch`` a model family. Each entry
 names its config dataclass and its implementation as ``"module:attribute"``
 strings, imported only when used, so reading a config never imports a task's
 heavy dependencies and no module imports the task packages at import time.
+:data:`CALLBACKS` names the callbacks a config switches on (``train.log_complexity``)
+the same way, so the training loop never imports the analyses that implement them.
 
 A new task family adds one line to :data:`TASKS` (or calls :func:`register_task`
 from its own package, e.g. in a plugin); see docs/architecture.md, "Add a task".
@@ -45,9 +47,21 @@ MODELS: dict[str, Entry] = {
 }
 
 
+# name -> "module:attribute" of a callable class; the run lifecycle builds it with no arguments and calls
+# the instance as cb(step, model) -> {metric: value} at each evaluation.
+CALLBACKS: dict[str, str] = {
+    "complexity": "anchorlab.analysis.spectra:ComplexityCallback",   # train.log_complexity
+}
+
+
 def register_task(name: str, config: str, impl: str) -> None:
     """Make ``task.name: <name>`` resolve to ``config`` / ``impl`` ("module:attribute" each)."""
     TASKS[name] = Entry(config, impl)
+
+
+def register_callback(name: str, impl: str) -> None:
+    """Make :data:`CALLBACKS` name ``name`` resolve to ``impl`` ("module:attribute" of a callable class)."""
+    CALLBACKS[name] = impl
 
 
 def register_model(arch: str, config: str, impl: str) -> None:

@@ -30,59 +30,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
-import yaml
 
 from .config import ConfigError
+from .eval.definitions import metric_definition
 from .io import atomic_write, write_text
 from .report_page import Fig, page, run_table_html
+from .sweep.results import load_sweep_results, spec_axes, sweep_task
 
 log = logging.getLogger(__name__)
-
-
-def sweep_task(sweep_dir: str | Path) -> str:
-    """The task name of a sweep's runs (from the stored configs)."""
-    import json
-    import sqlite3
-
-    con = sqlite3.connect(f"file:{Path(sweep_dir) / 'results.sqlite'}?mode=ro", uri=True)
-    try:
-        row = con.execute("SELECT config FROM runs LIMIT 1").fetchone()
-    finally:
-        con.close()
-    return (json.loads(row[0]).get("task") or {}).get("name", "anchor") if row else "anchor"
-
-
-def spec_axes(spec: dict) -> list[str]:
-    """Every axis key of a sweep spec mapping (``axes`` then ``zip`` groups)."""
-    axes = list(spec.get("axes") or {})
-    for z in spec.get("zip") or []:
-        axes += list(z)
-    return axes
-
-
-def load_sweep_results(sweep_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """(long metric table incl. history, cell table, spec dict); anchor sweeps' cells carry phases."""
-    from .sweep.aggregate import AggregateOptions, aggregate, phase_diagram
-    from .sweep.store import ResultStore
-
-    d = Path(sweep_dir)
-    if not (d / "results.sqlite").exists():
-        raise ConfigError(f"sweep dir {d}: no results.sqlite; run `anchorlab sweep SPEC --out {d}` first")
-    spec = yaml.safe_load((d / "sweep.yaml").read_text()) if (d / "sweep.yaml").exists() else {}
-    axes = spec_axes(spec)
-    with ResultStore(d / "results.sqlite", axes=axes) as store:
-        df = store.to_dataframe(kinds=("final", "best", "history"))
-    opts = AggregateOptions.from_dict(spec.get("aggregate"))
-    fb = df[df.kind.isin(["final", "best"])]
-    present = [a for a in axes if a in df.columns]
-    from .tasks.anchor.metrics import metric_definition
-
-    m = metric_definition(opts.metrics)
-    if sweep_task(d) == "anchor" and {m.id, m.ood} <= set(fb.metric.dropna()):
-        cells = phase_diagram(fb, opts, axes=present)
-    else:  # another task, or no run has metrics yet (all failed or pending)
-        cells = aggregate(fb, opts, axes=present)
-    return df, cells, spec
 
 
 def aggregation_text(opts: Any, axes: Sequence[str]) -> str:
@@ -109,7 +64,7 @@ def _stable_rank_bubbles(d: Path, df: pd.DataFrame, cells: pd.DataFrame, out: Pa
     first-layer query weights averaged over the cell's finished runs."""
     from .analysis.registry import sweep_stable_ranks
     from .plots.complexity import plot_stable_rank_bubbles
-    from .plots.phase import save
+    from .plots.save import save_figure
 
     sr = sweep_stable_ranks(d)
     if sr.empty:
@@ -119,13 +74,13 @@ def _stable_rank_bubbles(d: Path, df: pd.DataFrame, cells: pd.DataFrame, out: Pa
     per_cell = runs.groupby(keys, as_index=False).stable_rank.mean()
     table = cells[[*keys, "phase"]].merge(per_cell, on=keys)
     atomic_write(out / "fig5c.csv", lambda p: table.to_csv(p, index=False))
-    return save(plot_stable_rank_bubbles(table), out / "fig5c")[:1]
+    return save_figure(plot_stable_rank_bubbles(table), out / "fig5c")[:1]
 
 
 def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[str], out: Path,
                     definition: str, opts: Any) -> list[Fig]:
-    from .plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma, save
-    from .tasks.anchor.metrics import metric_definition
+    from .plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma
+    from .plots.save import save_figure
 
     t = opts.thresholds
     m = metric_definition(opts.metrics)
@@ -136,14 +91,14 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
     if "phase" not in cells.columns:
         return figs
     if set(axes) == {"init.gamma", "model.n_layers"}:
-        figs.append(Fig(save(plot_neurips_fig2(cells), out / "fig2")[0],
+        figs.append(Fig(save_figure(plot_neurips_fig2(cells), out / "fig2")[0],
                         "NeurIPS Fig. 2: accuracy on the held-out anchor pairs under (a) the symmetric mapping "
                         "(ood_symmetric_acc) and (b) the inferential mapping (ood_inferential_acc), per init rate "
                         "(x) and depth (y); hatched cells did not fit the seen pairs (id_acc < 0.9). Values: "
                         + definition))
     if set(axes) == {"init.gamma", "optim.weight_decay"}:
-        figs.append(Fig(save(plot_ood_heatmap(cells, ood_col=m.ood, id_col=m.id, comm_col=m.commutativity,
-                                              thresholds=t), out / "fig3b")[0],
+        figs.append(Fig(save_figure(plot_ood_heatmap(cells, ood_col=m.ood, id_col=m.id, comm_col=m.commutativity,
+                                                     thresholds=t), out / "fig3b")[0],
                         f"Journal Fig. 3B: OOD accuracy ({m.ood}) over init rate x weight decay; hatched: {m.id} < "
                         f"{t.id_threshold:g}; green triangles: commutativity < {t.comm_threshold:g}. Metric "
                         f"definition '{opts.metrics}': {m.text}. Values: " + definition))
@@ -158,8 +113,8 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
             key = key if isinstance(key, tuple) else (key,)
             tag = "_".join(f"{a}={v}" for a, v in zip(others, key))
             where = f" at {', '.join(f'{a} = {v}' for a, v in zip(others, key))}" if others else ""
-            figs.append(Fig(save(plot_phase_vs_gamma(sub, id_col=m.id, ood_col=m.ood),
-                                 out / f"fig3a{('_' + tag) if tag else ''}")[0],
+            figs.append(Fig(save_figure(plot_phase_vs_gamma(sub, id_col=m.id, ood_col=m.ood),
+                                        out / f"fig3a{('_' + tag) if tag else ''}")[0],
                             f"Journal Fig. 3A{where}: ID accuracy ({m.id}, blue) and OOD accuracy ({m.ood}, red) "
                             f"against the init rate, the background coloured by phase ({rule}). Values: "
                             + definition))
@@ -169,7 +124,8 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
 def _curves(df: pd.DataFrame, out: Path, headline: Sequence[str], axes: Sequence[str],
             max_curves: int) -> dict[str, Fig]:
     """One training-curve PNG per run with history (the first ``max_curves``), in ``report/curves/``."""
-    from .plots.phase import plot_run_history, save
+    from .plots.phase import plot_run_history
+    from .plots.save import save_figure
     from .sweep.aggregate import history_table
     from .tracking import curve_metrics
 
@@ -179,7 +135,8 @@ def _curves(df: pd.DataFrame, out: Path, headline: Sequence[str], axes: Sequence
         h = history_table(df, rid)
         accs = curve_metrics(headline, h.columns)
         where = ", ".join(f"{a} = {runs.loc[rid, a]}" for a in axes if a in runs.columns)
-        path = save(plot_run_history(h, metrics=accs), out / "curves" / f"curve_{rid}", formats=("png",), dpi=90)[0]
+        path = save_figure(plot_run_history(h, metrics=accs), out / "curves" / f"curve_{rid}", formats=("png",),
+                           dpi=90)[0]
         figs[rid] = Fig(path, f"Training curve of run {rid}{f' ({where})' if where else ''}: train_loss (left, "
                               "log scale: the mean training loss over the steps since the previous evaluation) "
                               f"and {', '.join(accs) or 'the metrics'} (right) at every evaluation; raw values "
@@ -193,7 +150,7 @@ def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int
     Every run with a history gets a curve PNG (up to ``max_curves``), linked from
     the run table; the first ``inline_curves`` are also shown on the page.
     """
-    from .plots.phase import save
+    from .plots.save import save_figure
     from .plots.sweep import plot_metric_vs_axis
     from .sweep.aggregate import AggregateOptions, runs_table
     from .tasks.base import task_class
@@ -220,7 +177,7 @@ def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int
         lines = cells.assign(setting=[", ".join(f"{a}={r[a]}" for a in others) for _, r in cells.iterrows()])
         fig = plot_metric_vs_axis(lines, x, shown, hue="setting" if others else None,
                                   title=f"{task_name}: headline metrics vs {x}")
-        path = save(fig, out / f"metrics_vs_{x.replace('.', '_')}", formats=("png",))[0]
+        path = save_figure(fig, out / f"metrics_vs_{x.replace('.', '_')}", formats=("png",))[0]
         figs.append(Fig(path, f"The task's headline metrics ({', '.join(shown)}) against {x}"
                               + (f", one line per setting of {', '.join(others)}" if others else "")
                               + ". Each point is one cell of the sweep: " + definition))

@@ -1,12 +1,9 @@
 """Robustness of the headline: random anchor op sets x seeds, a large-init and a small-init setting.
 
-A *case* is one op set and one seed. An op set draws four distinct integer
-steps for the anchors 1..4, a random held-out pair (a, b), a != b, and trains
-its mirror (b, a) with a non-inferential shift (its inferential shift plus a
-non-zero offset) that equals no pair's inferential target; every other pair is
-inferential (``task.preset: custom`` + ``task.pair_rules``). The papers' op
-set ({1:+5, 2:+1, 3:-2, 4:-8}, (4,3) held out, (3,4) -> x-6) can be included
-as case 0 (``include_papers``).
+A *case* is one op set and one seed. An op set (:mod:`anchorlab.tasks.anchor.opsets`)
+draws other steps for the anchors 1..4, another held-out pair and a
+non-inferential shift for its mirror; the papers' op set can be included as
+case 0 (``include_papers``).
 
 The contrast holds in a case when the large-init model fits (ID >= ``id_min``)
 and answers the held-out pair with the mirror's target (symmetric accuracy >=
@@ -31,80 +28,14 @@ each threshold (``rates.csv``).
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 from .config import ConfigError, check_range
-
-ANCHORS = (1, 2, 3, 4)
-PAPERS = {"anchors": {1: 5, 2: 1, 3: -2, 4: -8}, "held_out": (4, 3), "mirror_shift": -6}
-
-
-@dataclass(frozen=True)
-class OpSet:
-    """Steps of anchors 1..4, the held-out pair, and the shift its mirror is trained with."""
-
-    anchors: dict[int, int]
-    held_out: tuple[int, int]
-    mirror_shift: int
-
-    @property
-    def label(self) -> str:
-        steps = ",".join(f"{a}:{s:+d}" for a, s in sorted(self.anchors.items()))
-        a, b = self.held_out
-        return f"{{{steps}}} ({a},{b}) held out, ({b},{a})->x{self.mirror_shift:+d}"
-
-    def task_overrides(self) -> dict[str, Any]:
-        a, b = self.held_out
-        return {"task.preset": "custom", "task.anchors": dict(self.anchors),
-                "task.pair_rules": {f"{a},{b}": "held_out", f"{b},{a}": f"shift:{self.mirror_shift}"}}
-
-
-def _collides(anchors: Mapping[int, int], held: tuple[int, int], shift: int) -> bool:
-    inf = {(x, y): anchors[x] + anchors[y] for x in anchors for y in anchors}
-    return any(s == shift for p, s in inf.items() if p != (held[1], held[0]))
-
-
-def random_op_sets(n: int, seed: int = 0, step_range: tuple[int, int] = (-8, 8),
-                   offset_range: tuple[int, int] = (-6, 6), include_papers: bool = True) -> list[OpSet]:
-    """``n`` op sets (the papers' first if ``include_papers``), drawn from ``numpy.random.default_rng(seed)``.
-
-    Steps: four distinct non-zero integers in ``step_range``; the mirror's
-    offset: a non-zero integer in ``offset_range`` whose target collides with
-    no pair's inferential target; every target stays in 0..200.
-    """
-    check_range("op_sets", n, 1)
-    lo, hi = step_range
-    if hi - lo + 1 - (lo <= 0 <= hi) < len(ANCHORS):
-        raise ConfigError(f"step_range: needs at least {len(ANCHORS)} distinct non-zero steps, got {step_range}")
-    rng = np.random.default_rng([seed, 77])
-    out = [OpSet(dict(PAPERS["anchors"]), PAPERS["held_out"], PAPERS["mirror_shift"])] if include_papers else []
-    steps_pool = [s for s in range(lo, hi + 1) if s != 0]
-    offsets = [o for o in range(offset_range[0], offset_range[1] + 1) if o != 0]
-    pairs = [p for p in itertools.product(ANCHORS, ANCHORS) if p[0] != p[1]]
-    seen = {out[0].label} if out else set()
-    tries = 0
-    while len(out) < n:
-        tries += 1
-        if tries > 10_000:
-            raise ConfigError("op_sets: could not draw enough distinct op sets within the ranges; widen them")
-        steps = rng.choice(steps_pool, size=len(ANCHORS), replace=False).tolist()
-        anchors = dict(zip(ANCHORS, (int(s) for s in steps)))
-        held = tuple(int(x) for x in pairs[rng.integers(len(pairs))])
-        shift = anchors[held[0]] + anchors[held[1]] + int(rng.choice(offsets))
-        sums = [anchors[x] + anchors[y] for x in anchors for y in anchors] + [shift]
-        if _collides(anchors, held, shift) or 20 + min(sums) < 0 or 99 + max(sums) > 200:
-            continue
-        op = OpSet(anchors, held, shift)  # type: ignore[arg-type]
-        if op.label not in seen:
-            seen.add(op.label)
-            out.append(op)
-    return out
+from .tasks.anchor.opsets import PAPERS, OpSet, random_op_sets
 
 
 @dataclass(frozen=True)
@@ -243,41 +174,6 @@ def rate_map(judged: pd.DataFrame, cases: pd.DataFrame, by: Sequence[str]) -> pd
     return pd.DataFrame(rows).merge(cost.reset_index(), on=list(by), how="left")
 
 
-def parse_vary(text: str) -> tuple[str, list[Any]]:
-    """``"optim.peak_lr=5e-4,2e-3"`` -> ("optim.peak_lr", [0.0005, 0.002])."""
-    k, eq, rest = text.partition("=")
-    if not eq or not k.strip() or not rest.strip():
-        raise ConfigError(f"--vary {text!r}: expected KEY=V1[,V2...], e.g. optim.peak_lr=5e-4,2e-3")
-    return k.strip(), [_scalar(v) for v in rest.split(",")]
-
-
-def _scalar(v: str) -> Any:
-    from .config import parse_scalar
-
-    val = parse_scalar(v)
-    if isinstance(val, str):  # YAML 1.1 reads 1e-3 as text
-        try:
-            return float(val)
-        except ValueError:
-            pass
-    return val
-
-
-def parse_setting(text: str) -> Setting:
-    """``"small_init:init.gamma=0.6,optim.peak_lr=1e-3"`` -> Setting."""
-    name, sep, rest = text.partition(":")
-    if not sep or not name.strip() or not rest.strip():
-        raise ConfigError(f"--setting {text!r}: expected NAME:KEY=VALUE[,KEY=VALUE...], "
-                          "e.g. small_init:init.gamma=0.6")
-    ov = {}
-    for item in rest.split(","):
-        k, eq, v = item.partition("=")
-        if not eq or not k.strip():
-            raise ConfigError(f"--setting {text!r}: {item!r} is not KEY=VALUE")
-        ov[k.strip()] = _scalar(v)
-    return Setting(name.strip(), ov)
-
-
 def judgement_tables(cases: pd.DataFrame, large: str, small: str, thresholds: Sequence[float] = (0.5, 0.8),
                      id_min: float = 0.9, by: Sequence[str] = ()) -> dict[str, pd.DataFrame]:
     """The papers' judgement beside the per-run rate, from :func:`case_table`'s rows.
@@ -337,7 +233,7 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
     from pathlib import Path
 
     from .io import atomic_write
-    from .reproduce.registry import finals
+    from .sweep.results import finals
     from .sweep.runner import run_sweep
 
     out = Path(out_dir)
@@ -375,9 +271,9 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
         files[name] = atomic_write(out / f"{name}.csv", lambda p, t=t: t.to_csv(p, index=False))
     if by:
         from .plots.robustness import plot_regime_map
-        from .plots.training import save_figure
+        from .plots.save import save_figure
 
         files["regime_map"] = save_figure(plot_regime_map(res["map"], by, settings[0].name, settings[1].name),
-                                   out / "regime_map")[0]
+                                          out / "regime_map", dpi=130)[0]
     res["files"] = files
     return res

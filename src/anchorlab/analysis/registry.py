@@ -163,7 +163,7 @@ def run_analysis(run_dir: str | Path, name: str, out_dir: str | Path | None = No
 
     The task and the options are checked before the weights are loaded.
     """
-    from ..plots.training import save_figure
+    from ..plots.save import save_figure
     from ..train import config_of, load_run
 
     analysis = get_analysis(name)
@@ -176,7 +176,7 @@ def run_analysis(run_dir: str | Path, name: str, out_dir: str | Path | None = No
     paths = write_tables(tables, out, name)
     if analysis.plot is not None:
         fig = analysis.plot(tables, opts, run_label(run))
-        paths["png"] = save_figure(fig, out / name, formats=("png",))[0]
+        paths["png"] = save_figure(fig, out / name, formats=("png",), dpi=130)[0]
     return paths
 
 

@@ -194,19 +194,6 @@ def triangle_similarity(vec_fn: VecFn, task: AnchorTask, blocks: dict[str, tuple
     return pd.DataFrame(out)
 
 
-def compose_triangles(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """Composite (K, K) matrix from the ``shown`` cells of :func:`triangle_similarity`:
-    (cosine, equal-target mask, keys). Row i is key ``keys[i]`` on the y axis."""
-    keys = sorted(set(df.row_key))
-    pos = {k: i for i, k in enumerate(keys)}
-    H = np.full((len(keys), len(keys)), np.nan)
-    box = np.zeros_like(H, dtype=bool)
-    for r in df[df.shown].itertuples():
-        H[pos[r.row_key], pos[r.col_key]] = r.cosine
-        box[pos[r.row_key], pos[r.col_key]] = r.equal
-    return H, box, keys
-
-
 def contrast_of(df: pd.DataFrame) -> float:
     """:func:`equal_target_contrast` over all cells of a similarity table
     (cells with ``include == False`` left out when that column exists)."""
@@ -322,24 +309,7 @@ def single_anchor_similarity(model: torch.nn.Module, task: AnchorTask, masks: Se
     return pd.DataFrame(rows)
 
 
-def square_matrix(df: pd.DataFrame) -> tuple[np.ndarray, list[str], list[tuple[int, int]]]:
-    """(N, N) cosine matrix of :func:`single_anchor_similarity`, tick labels
-    "g=.. a=.. x=..", and the [start, stop) index ranges of equal-g groups."""
-    n = int(df.i.max()) + 1
-    C = np.zeros((n, n))
-    C[df.i.to_numpy(), df.j.to_numpy()] = df.cosine.to_numpy()
-    first = df[df.j == 0].sort_values("i")
-    labels = [f"g={r.row_g} a={r.row_anchor} x={r.row_key}" for r in first.itertuples()]
-    groups, start = [], 0
-    gs = first.row_g.tolist()
-    for k in range(1, n + 1):
-        if k == n or gs[k] != gs[start]:
-            groups.append((start, k))
-            start = k
-    return C, labels, groups
-
-
 __all__ = ["cosine_heatmap", "equal_target_contrast", "filler_rows", "probe_tokens", "draw_cosines",
-           "last_position", "value_at_first_anchor", "triangle_similarity", "compose_triangles", "contrast_of",
+           "last_position", "value_at_first_anchor", "triangle_similarity", "contrast_of",
            "ao_similarity", "v_similarity", "default_ao_blocks", "default_v_blocks", "default_g_values",
-           "single_anchor_similarity", "square_matrix"]
+           "single_anchor_similarity"]

@@ -208,10 +208,39 @@ def tsne_ao1_figure(tables: Tables, opts: Any, label: str) -> Figure:
     return plot_embedding(df, title=f"{label}: {_embedding_title(df, opts.method, f', {len(df)} inputs')}")
 
 
+def square_matrix(df: pd.DataFrame) -> tuple[np.ndarray, list[str], list[tuple[int, int]]]:
+    """(N, N) cosine matrix of :func:`anchorlab.analysis.similarity.single_anchor_similarity`, tick labels
+    "g=.. a=.. x=..", and the [start, stop) index ranges of equal-g groups."""
+    n = int(df.i.max()) + 1
+    C = np.zeros((n, n))
+    C[df.i.to_numpy(), df.j.to_numpy()] = df.cosine.to_numpy()
+    first = df[df.j == 0].sort_values("i")
+    labels = [f"g={r.row_g} a={r.row_anchor} x={r.row_key}" for r in first.itertuples()]
+    groups, start = [], 0
+    gs = first.row_g.tolist()
+    for k in range(1, n + 1):
+        if k == n or gs[k] != gs[start]:
+            groups.append((start, k))
+            start = k
+    return C, labels, groups
+
+
+def compose_triangles(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Composite (K, K) matrix from the ``shown`` cells of
+    :func:`anchorlab.analysis.similarity.triangle_similarity`: (cosine, equal-target mask, keys).
+    Row i is key ``keys[i]`` on the y axis."""
+    keys = sorted(set(df.row_key))
+    pos = {k: i for i, k in enumerate(keys)}
+    H = np.full((len(keys), len(keys)), np.nan)
+    box = np.zeros_like(H, dtype=bool)
+    for r in df[df.shown].itertuples():
+        H[pos[r.row_key], pos[r.col_key]] = r.cosine
+        box[pos[r.row_key], pos[r.col_key]] = r.equal
+    return H, box, keys
+
+
 def mask_anchor2_figure(tables: Tables, opts: Any, label: str) -> Figure:
     """``mask-anchor2``: the ``cosine`` table as an (N, N) matrix, equal-g blocks boxed."""
-    from ..analysis.similarity import square_matrix
-
     df, summary = tables["cosine"], tables["summary"]
     C, labels, groups = square_matrix(df)
     c = float(summary.set_index("metric").value["equal_g_contrast"])
@@ -221,8 +250,6 @@ def mask_anchor2_figure(tables: Tables, opts: Any, label: str) -> Figure:
 
 def _probe_figure(tables: Tables, title: str, axis: str) -> Figure:
     """Composite triangles of a probe-similarity table (lower block below the diagonal, upper above)."""
-    from ..analysis.similarity import compose_triangles
-
     df, summary = tables["cosine"], tables["summary"]
     H, box, keys = compose_triangles(df)
     row_col = next(c for c in df.columns if c.startswith("row_") and c not in ("row_key", "row_target"))
@@ -247,4 +274,5 @@ def cos_v2_figure(tables: Tables, opts: Any, label: str) -> Figure:
 
 __all__ = ["pair_colours", "plot_information_flow", "plot_flow_scores", "plot_embedding", "plot_cosine_heatmap",
            "ROLE_COLOURS", "FLOW_SCORE_EDGES", "flow_figure", "flow_scores_figure", "mask_key_figure",
-           "tsne_ao1_figure", "mask_anchor2_figure", "cos_ao2_figure", "cos_v2_figure"]
+           "tsne_ao1_figure", "mask_anchor2_figure", "cos_ao2_figure", "cos_v2_figure", "square_matrix",
+           "compose_triangles"]

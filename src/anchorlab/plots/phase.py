@@ -8,13 +8,12 @@
   hatched where ID is poor, triangles where commutativity < 70%.
 * :func:`plot_run_history` - a run's metrics over training steps.
 
-Each returns a Figure; :func:`save` writes it as PNG and PDF.
+Each returns a Figure; :func:`anchorlab.plots.save.save_figure` writes it as PNG and PDF.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Sequence
 
 import matplotlib
@@ -27,18 +26,10 @@ from matplotlib.patches import Patch, Rectangle
 
 from ..config import ConfigError
 from ..eval.phases import PhaseThresholds
-from ..sweep.aggregate import pivot_grid
-from .training import save_figure
 
 PHASE_COLORS = {"1": "#d9d9d9", "2n": "#fdd0a2", "2c": "#fff2ae", "2": "#fde0b0", "3": "#c7e9c0"}
 PHASE_NAMES = {"1": "phase 1 (poor ID)", "2n": "phase 2, non-commutative", "2c": "phase 2, commutative",
                "2": "phase 2", "3": "phase 3 (good ID and OOD)"}
-
-
-def save(fig: Figure, path_without_ext: str | Path, formats: Sequence[str] = ("png", "pdf"),
-         dpi: int = 150) -> list[Path]:
-    """Write ``fig`` as ``<path>.png`` and ``<path>.pdf`` (atomically) at ``dpi``; return the paths."""
-    return save_figure(fig, path_without_ext, formats, dpi=dpi)
 
 
 def _fmt(v: object) -> str:
@@ -51,6 +42,19 @@ def _need(table: pd.DataFrame, *cols: str) -> None:
     for c in cols:
         if c not in table.columns:
             raise ConfigError(f"column {c!r} not in table; columns: {', '.join(map(str, table.columns))}")
+
+
+def pivot_grid(table: pd.DataFrame, x: str, y: str, value: str) -> pd.DataFrame:
+    """Cell table -> 2-D grid, rows = sorted ``y`` values, columns = sorted ``x`` values."""
+    for col in (x, y, value):
+        if col not in table.columns:
+            raise ConfigError(f"pivot_grid: column {col!r} not in table; columns: "
+                              f"{', '.join(map(str, table.columns))}")
+    dup = table.duplicated([x, y])
+    if dup.any():
+        raise ConfigError(f"pivot_grid: several rows per ({x}, {y}) cell; aggregate the other axes first")
+    g = table.pivot(index=y, columns=x, values=value)
+    return g.sort_index().sort_index(axis=1)
 
 
 def _heatmap(ax: Axes, grid: pd.DataFrame, vmin: float = 0.0, vmax: float = 1.0,

@@ -1,31 +1,9 @@
-"""Training-curve figures (draw only; data comes from run histories), and :func:`save_figure`.
-
-Every figure module in :mod:`anchorlab.plots` builds ``matplotlib.figure.Figure``
-objects directly (no pyplot, no backend switch), so importing anchorlab never
-changes the backend of a notebook or script; :func:`save_figure` renders a
-figure to files with the format's own canvas.
-"""
+"""Training-curve figures (draw only; data comes from run histories)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Sequence
-
 import pandas as pd
 from matplotlib.figure import Figure
-
-
-def save_figure(fig: Figure, path_without_ext: str | Path, formats: Sequence[str] = ("png", "pdf"),
-                dpi: int = 130) -> list[Path]:
-    """Write ``fig`` as ``<path>.<ext>`` for each of ``formats``, atomically; return the paths."""
-    from ..io import atomic_write
-
-    out = []
-    for ext in formats:
-        p = Path(f"{path_without_ext}.{ext}")
-        atomic_write(p, lambda tmp, e=ext: fig.savefig(tmp, format=e, dpi=dpi, bbox_inches="tight"))
-        out.append(p)
-    return out
 
 
 def plot_ood_over_training(histories: dict[str, pd.DataFrame], gammas: dict[str, float] | None = None) -> Figure:

@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .registry import Claim, Figure, Made, finals, register
+from ..sweep.results import finals
+from .registry import Claim, Figure, Made, register
 
 log = logging.getLogger(__name__)
 UNSEEN = ("010", "011")
@@ -111,7 +112,7 @@ def grid_samples(df: pd.DataFrame, out: Path) -> dict[str, np.ndarray]:
 
 def make_fig6(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..plots.concepts import plot_sample_grid, plot_shape_accuracy, plot_unseen_accuracy
-    from ..plots.phase import save
+    from ..plots.save import save_figure
     from ..tasks.concepts.render import NODES, describe
 
     df = runs_table(finals(sweep_dir))
@@ -125,10 +126,10 @@ def make_fig6(sweep_dir: Path, out: Path, scale: str) -> Made:
     idx = [NODES.index(n) for n in order]
     grid = plot_sample_grid({s: a[idx] for s, a in samples.items()}, order,
                             [f"{n} {describe(n)}" for n in order], default="default", unseen=UNSEEN)
-    files["fig6b.png"] = save(grid, out / "fig6b")[0]
+    files["fig6b.png"] = save_figure(grid, out / "fig6b")[0]
     if HEADLINE in df:   # runs evaluated before the headline existed have only the per-node columns
-        files["fig6b_all.png"] = save(plot_unseen_accuracy(df, (HEADLINE, *BESIDE)), out / "fig6b_all")[0]
-    files["fig6b_shape.png"] = save(plot_shape_accuracy(df), out / "fig6b_shape")[0]
+        files["fig6b_all.png"] = save_figure(plot_unseen_accuracy(df, (HEADLINE, *BESIDE)), out / "fig6b_all")[0]
+    files["fig6b_shape.png"] = save_figure(plot_shape_accuracy(df), out / "fig6b_shape")[0]
     return tables, files
 
 

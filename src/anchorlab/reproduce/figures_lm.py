@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .registry import Claim, Figure, Made, finals, register
+from ..sweep.results import finals
+from .registry import Claim, Figure, Made, register
 
 NAMES = {"python_stdlib": "code", "python_stdlib+python_docs": "code+prose",
          "RedPajamaGithub": "GitHub", "RedPajamaGithub+RedPajamaWikipedia": "GitHub+Wikipedia"}
@@ -58,11 +59,11 @@ def summary(finals_df: pd.DataFrame) -> pd.DataFrame:
 
 def make_fig7d(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..plots.lm import plot_perplexity_curves
-    from ..plots.phase import save
+    from ..plots.save import save_figure
 
     t = lm_tables(finals(sweep_dir))
     t["summary"] = summary(t["finals"]) if len(t["finals"]) else pd.DataFrame()
-    files = {"fig7d.png": save(plot_perplexity_curves(t["curves"], t["finals"]), out / "fig7d")[0]}
+    files = {"fig7d.png": save_figure(plot_perplexity_curves(t["curves"], t["finals"]), out / "fig7d")[0]}
     return t, files
 
 

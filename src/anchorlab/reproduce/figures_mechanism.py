@@ -14,7 +14,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from .registry import Claim, Figure, Made, finals, register
+from ..sweep.results import finals
+from .registry import Claim, Figure, Made, register
 
 
 def _label(f: dict) -> str:

@@ -11,24 +11,19 @@ from .registry import Claim, Figure, Made, register, value
 
 
 def _cells(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from ..report import load_sweep_results
+    from ..sweep.results import load_sweep_results
 
     df, cells, _ = load_sweep_results(sweep_dir)
     return df, cells
 
 
-def _save(fig, path: Path) -> Path:
-    from ..plots.phase import save
-
-    return save(fig, path)[0]
-
-
 # ------------------------------------------------------------------ NeurIPS Fig. 2
 def make_fig2(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..plots.phase import plot_neurips_fig2
+    from ..plots.save import save_figure
 
     _, cells = _cells(sweep_dir)
-    return {"cells": cells}, {"fig2.png": _save(plot_neurips_fig2(cells), out / "fig2")}
+    return {"cells": cells}, {"fig2.png": save_figure(plot_neurips_fig2(cells), out / "fig2")[0]}
 
 
 def _deep(t: pd.DataFrame) -> pd.Series:
@@ -56,26 +51,25 @@ register(Figure(
 
 # ------------------------------------------------------------------ journal Fig. 3
 def _definition(sweep_dir: Path):
-    import yaml
-
+    from ..eval.definitions import metric_definition
     from ..sweep.aggregate import AggregateOptions
-    from ..tasks.anchor.metrics import metric_definition
+    from ..sweep.results import sweep_spec
 
-    spec = yaml.safe_load((Path(sweep_dir) / "sweep.yaml").read_text())
-    return metric_definition(AggregateOptions.from_dict(spec.get("aggregate")).metrics)
+    return metric_definition(AggregateOptions.from_dict(sweep_spec(sweep_dir).get("aggregate")).metrics)
 
 
 def make_fig3(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..plots.phase import plot_ood_heatmap, plot_phase_vs_gamma
+    from ..plots.save import save_figure
 
     _, cells = _cells(sweep_dir)
     d = _definition(sweep_dir)
-    files = {"fig3b.png": _save(plot_ood_heatmap(cells, ood_col=d.ood, id_col=d.id, comm_col=d.commutativity),
-                                out / "fig3b")}
+    files = {"fig3b.png": save_figure(plot_ood_heatmap(cells, ood_col=d.ood, id_col=d.id,
+                                                       comm_col=d.commutativity), out / "fig3b")[0]}
     wds = sorted(cells["optim.weight_decay"].unique())
     row = 0.01 if 0.01 in wds else wds[0]
-    files["fig3a.png"] = _save(plot_phase_vs_gamma(cells[cells["optim.weight_decay"] == row], id_col=d.id,
-                                                   ood_col=d.ood), out / "fig3a")
+    files["fig3a.png"] = save_figure(plot_phase_vs_gamma(cells[cells["optim.weight_decay"] == row], id_col=d.id,
+                                                         ood_col=d.ood), out / "fig3a")[0]
     cells = cells.assign(**{"fig.id": cells[d.id], "fig.ood": cells[d.ood]})
     return {"cells": cells}, files
 
@@ -113,6 +107,7 @@ register(Figure(
 def make_fig5c(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..analysis.registry import sweep_stable_ranks
     from ..plots.complexity import plot_stable_rank_bubbles
+    from ..plots.save import save_figure
 
     df, cells = _cells(sweep_dir)
     keys = ["init.gamma", "optim.weight_decay"]
@@ -120,7 +115,7 @@ def make_fig5c(sweep_dir: Path, out: Path, scale: str) -> Made:
     runs = df.drop_duplicates("run_id")[["run_id", *keys]].merge(sr, on="run_id")
     per_cell = runs.groupby(keys, as_index=False).stable_rank.mean()
     table = cells[[*keys, "phase"]].merge(per_cell, on=keys)
-    return {"fig5c": table}, {"fig5c.png": _save(plot_stable_rank_bubbles(table), out / "fig5c")}
+    return {"fig5c": table}, {"fig5c.png": save_figure(plot_stable_rank_bubbles(table), out / "fig5c")[0]}
 
 
 def _phase_rank_corr(t: pd.DataFrame) -> float:
@@ -144,9 +139,10 @@ register(Figure(
 # ------------------------------------------------------------------ journal Fig. 10
 def make_fig10(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..analysis.condensation import condensation_order, condensation_scores, cosine_matrix
+    from ..plots.save import save_figure
     from ..plots.sweep import plot_matrix_grid
     from ..train import load_run
-    from .registry import finals
+    from ..sweep.results import finals
 
     rows, mats = [], {}
     for f in finals(sweep_dir):
@@ -161,7 +157,7 @@ def make_fig10(sweep_dir: Path, out: Path, scale: str) -> Made:
     table = pd.DataFrame(rows)
     fig = plot_matrix_grid(mats, row_label="init.gamma", col_label="optim.weight_decay",
                            title="cosine of W_Q(1) rows (reordered), per init rate x weight decay")
-    return {"condensation": table}, {"fig10.png": _save(fig, out / "fig10")}
+    return {"condensation": table}, {"fig10.png": save_figure(fig, out / "fig10")[0]}
 
 
 def _condensation_trend(t: pd.DataFrame) -> float:

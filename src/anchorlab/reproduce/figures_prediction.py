@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .registry import Claim, Figure, Made, finals, register
+from ..sweep.results import finals
+from .registry import Claim, Figure, Made, register
 
 LOSS_THRESHOLD = 5e-2
 PAIR_THRESHOLD = 0.6
@@ -54,11 +55,11 @@ def speed_tables(runs: list[dict]) -> dict[str, pd.DataFrame]:
 
 def make_prediction(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..analysis.speed import summarize_pair_speed
-    from ..plots.phase import save
+    from ..plots.save import save_figure
     from ..plots.speed import plot_complexity_speed, plot_pair_speed
 
     tables = speed_tables(finals(sweep_dir))
-    files = {"fig_complexity_speed.png": save(plot_complexity_speed(
+    files = {"fig_complexity_speed.png": save_figure(plot_complexity_speed(
         tables["speed_summary"], threshold_label=f"train loss <= {LOSS_THRESHOLD:g}"), out / "fig_complexity_speed")[0]}
     pairs = tables["pair_speed"]
     if not pairs.empty:
@@ -70,7 +71,7 @@ def make_prediction(sweep_dir: Path, out: Path, scale: str) -> Made:
             ps = summarize_pair_speed(k1)
             tables["pair_speed_k1"] = ps
             bad = sorted(set(k1.pair[k1.violating]))
-            files["fig_pair_speed_k1.png"] = save(plot_pair_speed(
+            files["fig_pair_speed_k1.png"] = save_figure(plot_pair_speed(
                 ps, highlight=bad, threshold_label=f"{PAIR_THRESHOLD:.0%} train accuracy",
                 title=f"k=1, gamma={small:g}, depth {depth}"), out / "fig_pair_speed_k1")[0]
     return tables, files

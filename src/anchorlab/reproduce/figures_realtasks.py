@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .registry import Claim, Figure, Made, finals, register
+from ..sweep.results import finals
+from .registry import Claim, Figure, Made, register
 
 SETTING_NAMES = {True: "small init + large wd", False: "large init + small wd"}
 
@@ -60,11 +61,11 @@ def finals_table(runs: list[dict]) -> pd.DataFrame:
 
 
 def make_datasize(sweep_dir: Path, out: Path, scale: str) -> Made:
-    from ..plots.phase import save
+    from ..plots.save import save_figure
     from ..plots.realtasks import plot_exact_vs_train_size
 
     df = finals_table(finals(sweep_dir))
-    return {"runs": df}, {"fig7.png": save(plot_exact_vs_train_size(df), out / "fig7")[0]}
+    return {"runs": df}, {"fig7.png": save_figure(plot_exact_vs_train_size(df), out / "fig7")[0]}
 
 
 def _wins(t: pd.DataFrame) -> float:
@@ -122,7 +123,7 @@ register(Figure(
 # --------------------------------------------------------------------------- matched ID (stopping rule)
 def make_matched(sweep_dir: Path, out: Path, scale: str) -> Made:
     """Runs table (``reached_id``: the run stopped on its ID rule before the cap) and the figure."""
-    from ..plots.phase import save
+    from ..plots.save import save_figure
     from ..plots.realtasks import plot_exact_vs_train_size
 
     fs = finals(sweep_dir)
@@ -131,7 +132,7 @@ def make_matched(sweep_dir: Path, out: Path, scale: str) -> Made:
         return {"runs": df}, {}
     df.insert(3, "reached_id", df.status == "stopped_early")
     df.insert(3, "seed", [f["config"]["train"]["init_seed"] for f in fs])
-    return {"runs": df}, {"fig7.png": save(plot_exact_vs_train_size(df), out / "fig7")[0]}
+    return {"runs": df}, {"fig7.png": save_figure(plot_exact_vs_train_size(df), out / "fig7")[0]}
 
 
 def _reached(t: pd.DataFrame, setting: bool) -> float:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from .figures_realtasks import SETTING_NAMES, knob_effect, setting_names
-from .registry import Claim, Figure, Made, finals, register
+from ..sweep.results import finals
+from .registry import Claim, Figure, Made, register
 
 PRONTOQA_THRESHOLD = 0.99   # train label accuracy that counts as converged (the sweeps' stop rule)
 
@@ -34,7 +35,7 @@ def make_addition(sweep_dir: Path, out: Path, scale: str) -> Made:
     """Runs table, every run's (a, b) grid decoded from its final weights, accuracy per split, and the
     heatmaps (one panel per arch x setting, mean over seeds)."""
     from ..analysis.reasoning import grid_mean, split_summary
-    from ..plots.phase import save
+    from ..plots.save import save_figure
     from ..plots.reasoning import plot_addition_heatmaps
     from ..tasks.seq2seq.addition import grid_predictions
     from ..train import load_run
@@ -59,7 +60,7 @@ def make_addition(sweep_dir: Path, out: Path, scale: str) -> Made:
                   for (arch, setting), g in all_grids.groupby(["arch", "setting"], sort=True)}
         ood = all_grids[all_grids.split == "ood"]
         square = (int(ood.a.min()), int(ood.a.max()))
-        files["fig7c.png"] = save(plot_addition_heatmaps(panels, square, ncols=2), out / "fig7c")[0]
+        files["fig7c.png"] = save_figure(plot_addition_heatmaps(panels, square, ncols=2), out / "fig7c")[0]
     return tables, files
 
 
@@ -126,7 +127,7 @@ def make_prontoqa(sweep_dir: Path, out: Path, scale: str) -> Made:
     """Convergence (epochs to train accuracy >= the threshold), generalization error and test accuracy per
     hop count, per run; the figure draws them against the training-set size."""
     from ..analysis.reasoning import convergence_table
-    from ..plots.phase import save
+    from ..plots.save import save_figure
     from ..plots.reasoning import plot_prontoqa
 
     fs = finals(sweep_dir)
@@ -142,7 +143,7 @@ def make_prontoqa(sweep_dir: Path, out: Path, scale: str) -> Made:
                      value_name="accuracy")
     hops["hop"] = hops.hop.str.extract(r"hop(\d+)_at", expand=False).astype(int)
     fig = plot_prontoqa(conv, hops)
-    return {"runs": conv, "hops": hops}, {"fig7e.png": save(fig, out / "fig7e")[0]}
+    return {"runs": conv, "hops": hops}, {"fig7e.png": save_figure(fig, out / "fig7e")[0]}
 
 
 def _per_size(t: pd.DataFrame, col: str, fill_cap: bool = False) -> pd.DataFrame:

@@ -14,7 +14,6 @@ Figures register themselves in :data:`FIGURES` from the modules
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -63,17 +62,6 @@ def register(fig: Figure) -> Figure:
 
 
 # ------------------------------------------------------------------ helpers for makers
-def finals(sweep_dir: Path) -> list[dict[str, Any]]:
-    """final.json of every completed run of a sweep directory (sorted by run id)."""
-    out = []
-    for p in sorted((Path(sweep_dir) / "runs").glob("*/final.json")):
-        f = json.loads(p.read_text())
-        if f.get("status") in ("finished", "stopped_early", "diverged"):
-            f["run_dir"] = str(p.parent)
-            out.append(f)
-    return out
-
-
 def value(table: pd.DataFrame, column: str, where: Mapping[str, Any] | Callable[[pd.DataFrame], Any] = (),
           how: str = "mean") -> float:
     """One number from a table: ``column`` over the rows matching ``where`` (mean/min/max); NaN if none."""

@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from ..config import ConfigError
+from ..eval.definitions import metric_definition
 from ..eval.phases import PhaseThresholds, classify_phases
 from ..metric_order import lower_is_better
 
@@ -53,7 +54,7 @@ class AggregateOptions:
     ``seeds``: axes averaged over after the selection.
     ``metrics``: the named metric definition (anchor task) whose columns the
     phases and figures read as ID / OOD / commutativity
-    (:data:`anchorlab.tasks.anchor.metrics.METRIC_DEFINITIONS`).
+    (:data:`anchorlab.eval.definitions.METRIC_DEFINITIONS`).
     ``select_by``: None picks the best of each metric independently (the NeurIPS
     text: "the highest accuracy for the inferential and symmetric mappings is
     selected"); a metric name picks one run per seed by that metric and reports
@@ -69,8 +70,6 @@ class AggregateOptions:
     metrics: str = "anchorlab"
 
     def __post_init__(self) -> None:
-        from ..tasks.anchor.metrics import metric_definition
-
         metric_definition(self.metrics)
         if self.source not in ("best", "final"):
             raise ConfigError(f"aggregate.source: must be 'best' or 'final', got {self.source!r}")
@@ -211,27 +210,12 @@ def phase_diagram(df: pd.DataFrame, options: AggregateOptions = AggregateOptions
 
     The ID / OOD / commutativity columns default to ``options.metrics``' definition.
     """
-    from ..tasks.anchor.metrics import metric_definition
-
     d = metric_definition(options.metrics)
     table = aggregate(df, options, axes)
     out = classify_phases(table, options.thresholds, id_col=id_col or d.id, ood_col=ood_col or d.ood,
                           comm_col=comm_col or d.commutativity)
     out.attrs["axes"] = table.attrs.get("axes", [])
     return out
-
-
-def pivot_grid(table: pd.DataFrame, x: str, y: str, value: str) -> pd.DataFrame:
-    """Cell table -> 2-D grid, rows = sorted ``y`` values, columns = sorted ``x`` values."""
-    for col in (x, y, value):
-        if col not in table.columns:
-            raise ConfigError(f"pivot_grid: column {col!r} not in table; columns: "
-                              f"{', '.join(map(str, table.columns))}")
-    dup = table.duplicated([x, y])
-    if dup.any():
-        raise ConfigError(f"pivot_grid: several rows per ({x}, {y}) cell; aggregate the other axes first")
-    g = table.pivot(index=y, columns=x, values=value)
-    return g.sort_index().sort_index(axis=1)
 
 
 def history_table(df: pd.DataFrame, run_id: str) -> pd.DataFrame:

@@ -26,7 +26,6 @@ import importlib
 import json
 import logging
 import math
-import sqlite3
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Future, wait
@@ -40,7 +39,7 @@ from ..config import ConfigError, ExperimentConfig, to_dict
 from ..io import write_text
 from .executors import make_executor
 from .grid import RunSpec, SweepSpec, expand, load_sweep, runs_frame
-from .store import ResultStore
+from .store import ResultStore, stored_statuses
 
 log = logging.getLogger(__name__)
 
@@ -328,14 +327,7 @@ def plan_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str 
     df = runs_frame(expand(spec))
     if df.empty:
         return df
-    statuses: dict[str, str] = {}
-    db = Path(out_dir) / "results.sqlite" if out_dir is not None else None
-    if db is not None and db.exists():
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            statuses = dict(con.execute("SELECT run_id, status FROM runs"))
-        finally:
-            con.close()
+    statuses = stored_statuses(Path(out_dir) / "results.sqlite") if out_dir is not None else {}
     df["status"] = [statuses.get(i, "new") for i in df.run_id]
     act = {"new": "run", "pending": "run", "running": "resume", "finished": "skip", "stopped_early": "skip",
            "diverged": "skip",

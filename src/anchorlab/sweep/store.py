@@ -297,6 +297,26 @@ class ResultStore:
         return export_frame(self.to_dataframe(run_ids, kinds), path)
 
 
+def _read_only(path: str | Path, query: str) -> list[tuple]:
+    """Rows of ``query`` on an existing store, opened read-only (nothing is created or written)."""
+    con = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
+    try:
+        return con.execute(query).fetchall()
+    finally:
+        con.close()
+
+
+def stored_statuses(path: str | Path) -> dict[str, str]:
+    """run_id -> status of the store at ``path``, read-only; ``{}`` when there is no store yet."""
+    return dict(_read_only(path, "SELECT run_id, status FROM runs")) if Path(path).exists() else {}
+
+
+def stored_task(path: str | Path) -> str:
+    """``task.name`` of the store's runs (from the first run's config), read-only; "anchor" when empty."""
+    row = next(iter(_read_only(path, "SELECT config FROM runs LIMIT 1")), None)
+    return (json.loads(row[0]).get("task") or {}).get("name", "anchor") if row else "anchor"
+
+
 def export_frame(df: pd.DataFrame, path: str | Path) -> Path:
     """DataFrame -> CSV or Parquet by the file extension (Parquet needs pyarrow)."""
     from ..io import atomic_write

@@ -11,7 +11,11 @@ A task is built from its config (``task.name`` picks the family, see
 
 plus ``headline`` (the metrics a CLI line, a progress bar and a report show
 first) and ``stackable`` (whether :func:`loss` is written so that ``torch.vmap``
-can train several models of the task as one stack).
+can train several models of the task as one stack). Two more methods have
+defaults, inherited by a task class that subclasses :class:`Task`::
+
+    task.write_run_files(run_dir, seed)   files the task keeps with each run (default: none)
+    task.summary_lines(result)            extra lines ``anchorlab eval`` prints (default: none)
 
 ``loss`` must not depend on which model runs it except through ``fwd``, so the
 single-model loop and the stacked trainer share it: the single loop passes the
@@ -22,6 +26,7 @@ under ``vmap``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Protocol, runtime_checkable
 
 import pandas as pd
@@ -64,6 +69,15 @@ class Task(Protocol):
     def loss(self, fwd: Forward, batch: Batch) -> torch.Tensor: ...
 
     def evaluate(self, model: torch.nn.Module, eval_data: Any, device: torch.device | str = "cpu") -> EvalResult: ...
+
+    # ---- with defaults (a task class that subclasses Task inherits them)
+    def write_run_files(self, run_dir: str | Path, seed: int) -> None:
+        """Files the task keeps with each run (the ``lm`` task's tokenizer and data manifest); called by
+        ``RunState.open`` once the data are built. Default: none."""
+
+    def summary_lines(self, result: EvalResult) -> list[str]:
+        """Lines ``anchorlab eval`` prints after the headline metrics. Default: none."""
+        return []
 
 
 @dataclass

@@ -139,7 +139,7 @@ def load_weights(path: str | Path, model: torch.nn.Module) -> torch.nn.Module:
 
 
 def versions() -> dict[str, str]:
-    from .. import __version__
+    from .._version import __version__
 
     v = {"anchorlab": __version__, "python": sys.version.split()[0], "torch": torch.__version__,
          "numpy": np.__version__, "platform": platform.platform()}

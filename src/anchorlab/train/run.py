@@ -40,7 +40,7 @@ import torch
 from ..config import ConfigError, ExperimentConfig, dump_config, experiment_from_dict
 from ..io import atomic_write, read_json, write_json, write_text
 from ..progress import Progress  # noqa: F401 - re-exported for the trainers
-from ..registry import MODELS, load
+from ..registry import CALLBACKS, MODELS, load
 from ..tasks.base import Task
 from ..metric_order import lower_is_better
 from .checkpoint import load_checkpoint, remove_stale_temps, save_checkpoint, save_weights, versions
@@ -292,15 +292,14 @@ class RunState:
         history = read_history(run_dir, step)
         write_text(run_dir / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in history))
         callbacks = list(callbacks)
-        if cfg.train.log_complexity:
-            from ..analysis.spectra import ComplexityCallback
-            callbacks.append(ComplexityCallback())
+        if cfg.train.log_complexity:  # analysis/spectra's ComplexityCallback, by name (train imports no analysis)
+            callbacks.append(load(CALLBACKS["complexity"])())
         cache = {} if data_cache is None else data_cache
         seed = cfg.train.data_seed
         if seed not in cache:
             cache[seed] = (task.train_data(seed), task.eval_data(seed))
         train_data, eval_data = cache[seed]
-        if hasattr(task, "write_run_files"):  # optional: files a task keeps with each run (e.g. its tokenizer)
+        if hasattr(task, "write_run_files"):  # on Task with a default; a duck-typed task may leave it out
             task.write_run_files(run_dir, seed)
         if tracker is not None:
             tracker.start(cfg, step)

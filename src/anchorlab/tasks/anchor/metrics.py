@@ -18,59 +18,21 @@ across the project:
   acc/<ab>/<split>                 designated (inferential if held out); split train | test | seen
   hyp/<ab>/<split>/<hypothesis>    inferential | symmetric | other
 
-Named metric definitions (:data:`METRIC_DEFINITIONS`) say which columns a
-figure calls "ID", "OOD", "train" and "commutativity": ``anchorlab`` (the
-aggregates above) or ``authors-fig3`` (the authors' journal Fig. 3 code,
-fig_code/fig3/figB.py: ID = pair (1,2) on test keys, OOD = pair (4,3) on
-training keys, train = pair (1,2) on its training sequences).
+Which of these columns a figure calls "ID", "OOD", "train" and "commutativity"
+is said by the named metric definitions of :mod:`anchorlab.eval.definitions`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import torch
 
 from .data import SPLITS, AnchorData, pair_label
-
-
-@dataclass(frozen=True)
-class MetricDefinition:
-    """Which metric columns a figure reads as ID, OOD, train accuracy and commutativity."""
-
-    id: str
-    ood: str
-    train: str
-    commutativity: str
-    text: str
-
-
-METRIC_DEFINITIONS = {
-    "anchorlab": MetricDefinition(
-        "id_acc", "ood_acc", "train_acc", "commutativity",
-        "ID = seen pairs on ID-test keys; OOD = held-out pairs (inferential target) on both key splits; "
-        "train = seen pairs on fresh sequences with training keys"),
-    "authors-fig3": MetricDefinition(
-        "acc/12/test", "acc/43/train", "acc/12/seen", "commutativity",
-        "the authors' journal Fig. 3: ID = pair (1,2) on test keys; OOD = pair (4,3) (inferential) on "
-        "training keys; train = pair (1,2) on its training sequences"),
-}
-
-
-def metric_definition(name: str) -> MetricDefinition:
-    if name not in METRIC_DEFINITIONS:
-        from ...config.base import ConfigError
-        raise ConfigError(f"aggregate.metrics: must be one of {', '.join(repr(k) for k in METRIC_DEFINITIONS)}, "
-                          f"got {name!r}")
-    return METRIC_DEFINITIONS[name]
-
-if TYPE_CHECKING:
-    from .task import AnchorTask
+from .pairs import PairRules
 
 Predict = Callable[[torch.Tensor], torch.Tensor]
 
@@ -87,7 +49,7 @@ def predict(model: torch.nn.Module, tokens: torch.Tensor, batch_size: int = 8192
     return torch.cat(out) if out else torch.empty(0, dtype=torch.long)
 
 
-def evaluate(model: torch.nn.Module, task: AnchorTask,
+def evaluate(model: torch.nn.Module, task: PairRules,
              sets: dict[tuple[tuple[int, int], str], AnchorData],
              batch_size: int = 8192) -> tuple[dict[str, float], pd.DataFrame, pd.DataFrame]:
     """Evaluate ``model`` on every group; returns (metrics, rows, deviations).
@@ -147,7 +109,7 @@ def _mean(df: pd.DataFrame) -> float:
     return float((df.acc * df.n).sum() / df.n.sum())
 
 
-def summarize(table: pd.DataFrame, task: AnchorTask) -> dict[str, float]:
+def summarize(table: pd.DataFrame, task: PairRules) -> dict[str, float]:
     """Flat metric dict from the tidy rows (weighted by group size)."""
     m: dict[str, float] = {}
     trained = {pair_label(p) for p in task.trained_pairs}

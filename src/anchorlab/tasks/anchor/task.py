@@ -2,10 +2,7 @@
 
 A sequence holds ``seq_len`` tokens: random values (fillers), and at a key
 position ``p`` in ``0..seq_len-3`` the key value ``x`` followed by two anchors
-``(a1, a2)``. Each anchor is a step ``g(x; a) = x + anchors[a]``; the
-inferential target is ``f(x; a1, a2) = g(g(x; a1); a2)``. Per pair, a rule
-says what is trained: the inferential target, a fixed shift (non-inferential,
-e.g. (3,4) -> x-6), or nothing (held out).
+``(a1, a2)``; the target is the pair's rule applied to ``x`` (:mod:`.pairs`).
 
 Key split (journal App. B): a key value ``x`` at position ``p`` is an ID-test
 key when ``x % split_mod == p``, a training key otherwise; fillers are
@@ -20,13 +17,17 @@ import torch
 import torch.nn.functional as F
 
 from ...config.base import ConfigError
-from ..base import EvalResult, Forward
+from ..base import EvalResult, Forward, Task
 from .config import AnchorTaskConfig
 from .data import SPLITS, AnchorData, pair_label
+from .metrics import evaluate as evaluate_groups
+from .metrics import top_deviations
+from .pairs import PairRules
 
 
-class AnchorTask:
-    """Targets, hypotheses, data generation and evaluation for one :class:`AnchorTaskConfig`.
+class AnchorTask(PairRules, Task):
+    """Data generation and evaluation for one :class:`AnchorTaskConfig`; targets and hypotheses
+    come from its pair rules (:class:`~.pairs.PairRules`).
 
     Implements the :class:`~anchorlab.tasks.base.Task` protocol: the loss is
     cross-entropy at the last position; evaluation is per (pair, key split)
@@ -39,12 +40,7 @@ class AnchorTask:
     stackable = True
 
     def __init__(self, cfg: AnchorTaskConfig) -> None:
-        self.cfg = cfg
-        self.rules = cfg.rules
-        self.pairs = cfg.pairs
-        self.trained_pairs = [p for p in self.pairs if self.rules[p][0] != "held_out"]
-        self.held_out_pairs = [p for p in self.pairs if self.rules[p][0] == "held_out"]
-        self.non_inferential_pairs = [p for p in self.pairs if self.rules[p][0] == "shift"]
+        PairRules.__init__(self, cfg)
         values = np.arange(cfg.value_min, cfg.value_max + 1)
         n_pos = cfg.seq_len - 2
         self._keys = {
@@ -56,34 +52,6 @@ class AnchorTask:
                 if len(ks) == 0:
                     raise ConfigError(f"task.split_mod: no {split} keys at key position {p} "
                                       f"with values {cfg.value_min}..{cfg.value_max}")
-
-    # ---- mappings
-    def step(self, a: int) -> int:
-        return self.cfg.anchors[a]
-
-    def inferential_shift(self, pair: tuple[int, int]) -> int:
-        return self.step(pair[0]) + self.step(pair[1])
-
-    def designated_shift(self, pair: tuple[int, int]) -> int | None:
-        """Shift of the trained target; None for held-out pairs."""
-        kind, s = self.rules[pair]
-        if kind == "held_out":
-            return None
-        return s if kind == "shift" else self.inferential_shift(pair)
-
-    def target_shift(self, pair: tuple[int, int]) -> int:
-        """Shift of the target stored with generated data (inferential for held-out pairs)."""
-        d = self.designated_shift(pair)
-        return self.inferential_shift(pair) if d is None else d
-
-    def hypotheses(self, pair: tuple[int, int]) -> dict[str, int | None]:
-        """Candidate shifts for a pair: inferential, symmetric (mirror's trained
-        target; None if the mirror is held out or the pair is its own mirror),
-        designated (None if held out)."""
-        mirror = (pair[1], pair[0])
-        sym = self.designated_shift(mirror) if mirror != pair else None
-        return {"inferential": self.inferential_shift(pair), "symmetric": sym,
-                "designated": self.designated_shift(pair)}
 
     # ---- generation
     def sample(self, n: int, pairs: list[tuple[int, int]], split: str,
@@ -156,15 +124,11 @@ class AnchorTask:
     def evaluate(self, model: torch.nn.Module, eval_data: dict[tuple[tuple[int, int], str], AnchorData],
                  device: torch.device | str = "cpu") -> EvalResult:
         """Metrics (see :mod:`.metrics`), and tables ``groups`` (pair x split x hypothesis) and ``deviations``."""
-        from .metrics import evaluate
-
-        metrics, rows, devs = evaluate(model, self, eval_data)
+        metrics, rows, devs = evaluate_groups(model, self, eval_data)
         return EvalResult(metrics, {"groups": rows, "deviations": devs})
 
     def summary_lines(self, result: EvalResult) -> list[str]:
         """Most frequent (prediction - inferential target) of each held-out pair."""
-        from .metrics import top_deviations
-
         devs = result.tables.get("deviations")
         if devs is None:
             return []

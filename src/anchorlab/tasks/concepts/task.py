@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..base import EvalResult, Forward
+from ..base import EvalResult, Forward, Task
 from .classifier import ClassifierSpec, load_or_train, predict
 from .config import SIZE_CODES, ConceptsTaskConfig
 from .diffusion import DiffusionData, make_scheduler, noised, sample
@@ -85,7 +85,7 @@ class ConceptsEval:
     t: torch.Tensor
 
 
-class ConceptsTask:
+class ConceptsTask(Task):
     """See the module docstring."""
 
     name: ClassVar[str] = "concepts"

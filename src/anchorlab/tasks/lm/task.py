@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from ...io import write_json
-from ..base import EvalResult, Forward
+from ..base import EvalResult, Forward, Task
 from .config import LMTaskConfig
 from .data import LMData, PackedRows, lm_data
 
@@ -51,7 +51,7 @@ def perplexity(model: torch.nn.Module, rows: PackedRows, batch_size: int = 32,
     return nll, math.exp(nll) if count else math.nan, count
 
 
-class LMTask:
+class LMTask(Task):
     """The Task protocol for language modelling (see the module docstring)."""
 
     name = "lm"

@@ -26,7 +26,7 @@ import torch
 
 from ...config.base import ConfigError, check_range
 from ...config.experiment import TaskConfig
-from ..base import EvalResult, Forward, TensorData
+from ..base import EvalResult, Forward, Task, TensorData
 from .encoding import EncodedPairs, Vocab, decode, encode_pairs, exact_match, masked_lm_loss
 
 log = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ def teacher_forced_accuracy(model: torch.nn.Module, enc: EncodedPairs, batch_siz
     return correct / total if total else float("nan")
 
 
-class Seq2SeqTask:
+class Seq2SeqTask(Task):
     """The Task protocol for a seq2seq family; subclasses set ``name``/``headline`` and may add metrics."""
 
     name = "seq2seq"

@@ -1,0 +1,73 @@
+"""Reading a finished (or running) sweep back: the one place that knows a sweep directory's layout.
+
+A sweep directory holds ``sweep.yaml`` (the spec), ``results.sqlite`` (the
+store, read through :mod:`.store`) and ``runs/<run_id>/`` (each run's files,
+``final.json`` among them). The report, the paper figures, the demo and the
+robustness study read sweeps through these functions.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from ..config import ConfigError
+from ..eval.definitions import metric_definition
+from .aggregate import AggregateOptions, aggregate, phase_diagram
+from .store import ResultStore, stored_task
+
+COMPLETED = ("finished", "stopped_early", "diverged")
+
+
+def finals(sweep_dir: str | Path) -> list[dict[str, Any]]:
+    """final.json of every completed run of a sweep directory (sorted by run id), with ``run_dir`` added."""
+    out = []
+    for p in sorted((Path(sweep_dir) / "runs").glob("*/final.json")):
+        f = json.loads(p.read_text())
+        if f.get("status") in COMPLETED:
+            f["run_dir"] = str(p.parent)
+            out.append(f)
+    return out
+
+
+def spec_axes(spec: dict) -> list[str]:
+    """Every axis key of a sweep spec mapping (``axes`` then ``zip`` groups)."""
+    axes = list(spec.get("axes") or {})
+    for z in spec.get("zip") or []:
+        axes += list(z)
+    return axes
+
+
+def sweep_spec(sweep_dir: str | Path) -> dict:
+    """The spec a sweep directory was run with (``sweep.yaml``); ``{}`` when it has none."""
+    p = Path(sweep_dir) / "sweep.yaml"
+    return yaml.safe_load(p.read_text()) if p.exists() else {}
+
+
+def sweep_task(sweep_dir: str | Path) -> str:
+    """The task name of a sweep's runs (from the stored configs)."""
+    return stored_task(Path(sweep_dir) / "results.sqlite")
+
+
+def load_sweep_results(sweep_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """(long metric table incl. history, cell table, spec dict); anchor sweeps' cells carry phases."""
+    d = Path(sweep_dir)
+    if not (d / "results.sqlite").exists():
+        raise ConfigError(f"sweep dir {d}: no results.sqlite; run `anchorlab sweep SPEC --out {d}` first")
+    spec = sweep_spec(d)
+    axes = spec_axes(spec)
+    with ResultStore(d / "results.sqlite", axes=axes) as store:
+        df = store.to_dataframe(kinds=("final", "best", "history"))
+    opts = AggregateOptions.from_dict(spec.get("aggregate"))
+    fb = df[df.kind.isin(["final", "best"])]
+    present = [a for a in axes if a in df.columns]
+    m = metric_definition(opts.metrics)
+    if sweep_task(d) == "anchor" and {m.id, m.ood} <= set(fb.metric.dropna()):
+        cells = phase_diagram(fb, opts, axes=present)
+    else:  # another task, or no run has metrics yet (all failed or pending)
+        cells = aggregate(fb, opts, axes=present)
+    return df, cells, spec
