@@ -70,7 +70,8 @@ def test_sweep_dry_run_prints_each_runs_peak_lr(capsys):
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if "run_id" in line)
     assert "optim.peak_lr" in header and "peak_lr" in header.replace("optim.peak_lr", "")
-    peaks = {float(line.split()[-3]) for line in out.splitlines()[1:] if line.strip() and "runs;" not in line}
+    rows = [line for line in out.splitlines() if line.split() and len(line.split()[0]) == 12 and line.split()[0] != "run_id"]
+    peaks = {float(line.split()[-3]) for line in rows}
     assert len(peaks) == 9 and min(peaks) == pytest.approx(1e-4) and max(peaks) == pytest.approx(3e-4)
 
 

@@ -96,11 +96,12 @@ def load_run(run_dir: str | Path, device: str = "cpu") -> RunResult:
     if cfg.train.dtype == "float64":
         model = model.double()
     final = read_json(run_dir / "final.json") if (run_dir / "final.json").exists() else {}
-    if (run_dir / "model.safetensors").exists() and final:
-        load_weights(run_dir / "model.safetensors", model)
+    weights = run_dir / "model.safetensors"
+    ck = None if final and weights.exists() else load_checkpoint(run_dir)
+    if weights.exists() and ck is None:    # a finished run, or weights saved without training (no checkpoint)
+        load_weights(weights, model)
         step, total = final.get("steps"), final.get("total_steps")
     else:
-        ck = load_checkpoint(run_dir)
         if ck is None:
             raise ConfigError(f"run {run_dir}: no model.safetensors or checkpoint.pt (training saves the first "
                               "checkpoint at its first evaluation)")
