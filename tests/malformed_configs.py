@@ -84,6 +84,9 @@ SHARED: list[Row] = rows(
     ("init.bias=one", "init.bias", "must be one of 'zero', 'gamma', 'pytorch'"),
     ("init.embed_fan_in=vocab", "init.embed_fan_in", "must be one of 'num_embeddings', 'd_model'"),
     ("init.residual_scale=2", "init.residual_scale", "expected true or false"),
+    ("init.embed_std=0", "init.embed_std", "must be > 0"),
+    ("init.embed_std=-0.02", "init.embed_std", "must be > 0"),
+    ("init.embed_std=abc", "init.embed_std", "expected float or NoneType"),
     # optim
     ("optim.lr=.nan", "optim.lr", NONFINITE),
     ("optim.lr=inf", "optim.lr", NONFINITE),
@@ -208,6 +211,7 @@ FAMILIES: dict[str, Family] = {
         ("task.max_hops=99", "task.max_hops", "must be <= 5"),
         ("task.test_every=0", "task.test_every", "must be >= 2"),
         ("task.proof=maybe", "task.proof", "expected true or false"),
+        ("task.test_split=ood", "task.test_split", "must be one of 'iid', 'unseen_names'"),
         ("task.distractors=-1", "task.distractors", "must be >= 0"),
     ))),
     "lm": Family("lm/cpu", rows(
@@ -229,6 +233,10 @@ FAMILIES: dict[str, Family] = {
         ("task.beta_end=2", "task.beta_end", "must be < 1.0"),
         ("task.sampler=euler", "task.sampler", "must be one of 'ddpm', 'ddim'"),
         ("task.per_node=0", "task.per_node", "must be >= 1"),
+        ("task.size_code=blender", "task.size_code", "must be one of 'relative', 'authors'"),
+        (("task.condition=onehot", "task.size_code=authors", "model.concept_dims=[2,2,2]"), "task.size_code",
+         "only used with task.condition='attributes'"),
+        ("model.cond=film", "model.cond", "must be one of 'additive', 'multiplicative'"),
         ("model.d_head=8", "model.d_head", "unknown key"),
     ), shared_model_rows=False),
 }

@@ -265,3 +265,86 @@ def test_reproduce_fig6_end_to_end_on_tiny_runs(tmp_path, fast_classifier):
     assert len(claims) == 5
     assert pd.to_numeric(claims.ours, errors="coerce").dropna().between(0, 1).all()
     assert len(list((out / "samples").glob("*.npz"))) == 4
+
+
+def _gated_unet(**kw):
+    pytest.importorskip("diffusers")
+    from anchorlab.model.unet import build_unet
+    from anchorlab.model.unet_config import ConceptUNetConfig
+
+    return build_unet(ConceptUNetConfig(channels=(8, 16, 16, 16), norm_groups=4, cond="multiplicative", **kw))
+
+
+def test_multiplicative_conditioning_changes_the_output_per_concept():
+    from anchorlab.tasks.concepts.task import node_conditions
+
+    torch.manual_seed(0)
+    m = _gated_unet()
+    assert m.unet.class_embedding is None and not hasattr(m, "concept_embed")
+    assert [g.mlps[0][2].out_features for g in m.gates] == [16, 16, 16, 16]   # each up block's input width
+    x, t = torch.randn(1, 3, 32, 32), torch.tensor([10])
+    cfg = ConceptsTaskConfig(size_code="authors")
+    out = {n: m(x, t, node_conditions(cfg, (n,), 1)) for n in ("000", "100", "010", "001")}
+    for other in ("100", "010", "001"):          # shape, size, colour: each one changes the output
+        assert not torch.allclose(out["000"], out[other], atol=1e-6), other
+
+
+@pytest.mark.parametrize("mid_block", [False, True])
+def test_unit_gates_reproduce_the_unconditioned_unet(mid_block):
+    m = _gated_unet(mid_block=mid_block, layers_per_block=2)
+    with torch.no_grad():
+        for g in m.gates:                      # every gate outputs 1: sum over 3 concepts of 1/3
+            for p in g.parameters():
+                p.zero_()
+            for mlp in g.mlps:
+                mlp[2].bias.fill_(1 / 3)
+    x, t, c = torch.randn(2, 3, 32, 32), torch.tensor([3, 400]), torch.randn(2, 6)
+    assert torch.allclose(m(x, t, c), m.unet(x, t, return_dict=False)[0], atol=1e-6)
+    with torch.no_grad():
+        for g in m.gates:
+            for mlp in g.mlps:
+                mlp[2].bias.mul_(2)            # gates of 2: the output moves
+    assert not torch.allclose(m(x, t, c), m.unet(x, t, return_dict=False)[0], atol=1e-4)
+
+
+def test_the_authors_size_code_scales_the_size_entry():
+    from anchorlab.tasks.concepts.task import node_conditions
+
+    for code, (large, small) in (("relative", (1.0, 1.6 / 2.6)), ("authors", (2.6, 1.6))):
+        c = node_conditions(ConceptsTaskConfig(size_code=code), ("000", "010"), 1)
+        assert c[:, 2].tolist() == pytest.approx([large, small], abs=1e-6)
+    with pytest.raises(ConfigError, match="^task.size_code: only used with task.condition='attributes'"):
+        ConceptsTaskConfig(condition="onehot", size_code="authors")
+    with pytest.raises(ConfigError, match="^model.cond: must be one of 'additive', 'multiplicative'"):
+        load_config("concepts/cpu", ["model.cond=film"])
+    paper = load_config("concepts/paper")
+    assert paper.model.cond == "multiplicative" and paper.task.size_code == "authors"
+
+
+def test_the_headline_is_all_three_concepts_on_010_and_011(monkeypatch):
+    from anchorlab.tasks.concepts.task import ConceptsEval, ConceptsTask
+
+    task = ConceptsTask(ConceptsTaskConfig(n_samples=3))
+    monkeypatch.setattr(task, "denoise_losses", lambda model, ev, device: {n: 0.0 for n in NODES})
+    monkeypatch.setattr(task, "generate", lambda model, nodes, n, device: torch.zeros(len(nodes), n, 3, 32, 32))
+    # every sample judged a large red circle (000): a circle, so shape is right on 010/011, size is not
+    m = task.evaluate(None, ConceptsEval(_Judge([-1.0, -1.0, -1.0, 1.0]), *(torch.zeros(0),) * 4)).metrics
+    assert m["shape_acc_010_011"] == 1.0 and m["size_acc_010_011"] == 0.0 and m["all_acc_010_011"] == 0.0
+    assert m["color_acc_010_011"] == 0.5                     # red is right for 010, wrong for 011
+    assert task.headline[0] == "all_acc_010_011"
+
+
+def test_the_seed_sweep_has_four_seeds_per_init_and_the_noise_floor_pair():
+    from anchorlab.reproduce import FIGURES, figure_spec
+    from anchorlab.sweep.grid import expand
+
+    runs = expand(figure_spec(FIGURES["journal-fig6-seeds"], "cpu"))
+    settings = {}
+    for r in runs:
+        i = r.config.init
+        assert r.config.model.cond == "multiplicative" and r.config.task.size_code == "authors"
+        settings.setdefault((i.scheme, i.gamma if i.scheme == "rate" else None), set()).add(r.config.train.init_seed)
+    assert len(runs) == 16 and all(len(s) == 4 for s in settings.values())
+    assert ("framework_default", None) in settings and ("rate", 0.5) in settings   # the same distribution
+    paper = expand(figure_spec(FIGURES["journal-fig6-seeds"], "paper"))
+    assert {r.config.train.init_seed for r in paper} == {0, 1, 2, 3}

@@ -155,3 +155,35 @@ def test_missing_extras_fail_with_one_line_naming_the_extra(monkeypatch):
         build_hf_gpt2(HFGPT2Config())
     with pytest.raises(ConfigError, match=r"pip install 'anchorlab\[lm\]'$"):
         train_bpe(["x"], 300)
+
+
+@pytest.mark.parametrize("gamma", [0.3, 0.8])
+def test_embed_std_sets_the_embedding_std_whatever_gamma(hf, gamma):
+    m = hf(vocab_size=2000, max_len=256)
+    t = apply_init_rate(m, InitConfig(gamma=gamma, embed_std=0.02, residual_scale=True), seed=1).set_index("name")
+    for name in ("hf.transformer.wte.weight", "hf.transformer.wpe.weight"):
+        r = t.loc[name]
+        assert r.target_std == 0.02 and math.isnan(r.gamma) and r.fan_in_rule == "embed_std"
+        assert _close(r.measured_std, 0.02, r.numel), (name, r.measured_std)
+    # every other weight still follows the init rate
+    c_fc = t.loc["hf.transformer.h.0.mlp.c_fc.weight"]
+    assert c_fc.gamma == gamma and c_fc.target_std == pytest.approx(48 ** -gamma)
+    # None keeps the init rate on the embeddings (fan-in = vocabulary size)
+    t0 = apply_init_rate(m, InitConfig(gamma=gamma), seed=1).set_index("name")
+    assert t0.loc["hf.transformer.wte.weight"].target_std == pytest.approx(2000 ** -gamma)
+    assert t0.loc["hf.transformer.wte.weight"].fan_in_rule == "num_embeddings"
+
+
+def test_embed_std_on_the_anchorlab_transformer_and_bad_values():
+    from anchorlab.config import ModelConfig
+    from anchorlab.model.transformer import build_model
+
+    model = build_model(ModelConfig(vocab_size=500, max_len=64, d_model=32, d_head=16, d_ff=64))
+    for gamma in (0.3, 0.8):
+        t = apply_init_rate(model, InitConfig(gamma=gamma, embed_std=0.05), seed=0).set_index("name")
+        emb = t[t.role.isin(["embed", "pos"])]
+        assert len(emb) == 2 and (emb.target_std == 0.05).all()
+        assert all(_close(v, 0.05, n) for v, n in zip(emb.measured_std, emb.numel))
+    for bad, hint in ((0.0, "must be > 0"), (float("nan"), "finite"), (-1.0, "must be > 0")):
+        with pytest.raises(ConfigError, match=f"^init.embed_std: .*{hint}"):
+            InitConfig(embed_std=bad)

@@ -9,7 +9,7 @@ import torch
 
 from anchorlab.config import ConfigError, experiment_from_dict
 from anchorlab.tasks.base import build_task
-from anchorlab.tasks.prontoqa import concept_names, generate, make_example, parse, prove
+from anchorlab.tasks.prontoqa import concept_names, generate, generate_split, make_example, parse, prove
 from anchorlab.tasks.prontoqa.task import ProntoQATaskConfig
 
 
@@ -82,6 +82,38 @@ def test_labels_and_hops_are_balanced_and_sets_deterministic(sets):
     assert len(e.context) == 2 * 5 + 2 + 3   # links of two depth-5 chains, two entity facts, distractors
 
 
+def test_the_iid_split_shares_names_and_no_test_prompt_occurs_in_training():
+    train, test = generate_split(3000, 1000, "iid", seed=0, test_seed=1, max_hops=3, distractors=1)
+    assert {e.prompt for e in test}.isdisjoint({e.prompt for e in train})
+    assert {e.ontology for e in test}.isdisjoint({e.ontology for e in train})
+    # one name pool: both sets use names of the "train" and of the "test" part
+    for exs in (train, test):
+        used = {c for e in exs for s in e.ontology for c in s.removeprefix("Every ").removesuffix(" .").split(" is a ")}
+        assert used & set(concept_names("train")) and used & set(concept_names("test"))
+        assert Counter(e.label for e in exs) == {True: len(exs) // 2, False: len(exs) // 2}
+    # the task config builds the same sets, the default is iid, and the prompts stay disjoint
+    raw = ProntoQATaskConfig(n_train=3000, n_test=1000, max_hops=3, distractors=1).raw()
+    assert [r[0] for r in raw["test"]] == [e.prompt for e in test]
+    assert {r[0] for r in raw["test"]}.isdisjoint({r[0] for r in raw["train"]})
+
+
+def test_a_test_ontology_seen_in_training_is_redrawn_keeping_label_and_hops():
+    train = generate(40, "all", seed=5, max_hops=2)
+    again = generate(40, "all", seed=5, max_hops=2, exclude={e.ontology for e in train[:20]})
+    assert [e.prompt for e in again[20:]] == [e.prompt for e in train[20:]]
+    for a, b in zip(again[:20], train[:20]):
+        assert a.ontology != b.ontology and (a.label, a.hops) == (b.label, b.hops)
+        assert prove(a.prompt).label == a.label
+
+
+def test_the_unseen_names_split_is_the_previous_generator():
+    train, test = generate_split(50, 50, "unseen_names", seed=3, test_seed=4, distractors=3)
+    assert [e.prompt for e in train] == [e.prompt for e in generate(50, "train", seed=3, distractors=3)]
+    assert [e.prompt for e in test] == [e.prompt for e in generate(50, "test", seed=4, distractors=3)]
+    with pytest.raises(ConfigError, match="^split: must be one of 'iid', 'unseen_names'"):
+        generate_split(4, 4, "ood")
+
+
 def test_make_example_refuses_impossible_requests():
     rng = np.random.default_rng(0)
     with pytest.raises(ConfigError, match="hops"):
@@ -97,7 +129,7 @@ def test_make_example_refuses_impossible_requests():
     ({"min_hops": 4, "max_hops": 3}, "task.max_hops"), ({"depth": 3}, "task.depth"),
     ({"n_train": 0}, "task.n_train"), ({"n_test": 1}, "task.n_test"),
     ({"distractors": -1}, "task.distractors"), ({"test_every": 1}, "task.test_every"),
-    ({"test_every": 8, "depth": 8}, "task.test_every"),
+    ({"test_every": 8, "depth": 8}, "task.test_every"), ({"test_split": "ood"}, "task.test_split"),
 ])
 def test_bad_config_is_a_one_line_error(bad, field):
     with pytest.raises(ConfigError) as e:

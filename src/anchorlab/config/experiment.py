@@ -121,6 +121,12 @@ class InitConfig:
     the init the model's own constructors draw (PyTorch's / diffusers'
     defaults), seeded with the init seed: the reference point of a sweep
     (journal Fig. 6B's "default"); the other fields are then not used.
+    ``embed_std``: when set, the token and position embeddings are drawn
+    N(0, embed_std) (uniform with that std under ``distribution: uniform``)
+    whatever gamma, fan-in or ``role_gammas`` say: the authors' GPT-2 keeps its
+    embeddings at N(0, 0.02) and scales only the Linear / Conv1D weights
+    (fig_code/fig7/gpt2_origin_init.py, ``_init_weights``); None (default)
+    draws them with the init rate like every other weight.
     """
 
     gamma: float = 0.5
@@ -134,6 +140,7 @@ class InitConfig:
     scheme: str = "rate"
     # not hashed while None, so the run ids of configs without it stay as they were
     ref_width: int | None = field(default=None, metadata={"identity": "unless_default"})
+    embed_std: float | None = field(default=None, metadata={"identity": "unless_default"})
 
     def __post_init__(self) -> None:
         p = "init"
@@ -152,6 +159,8 @@ class InitConfig:
                 fail(f"{p}.ref_width", f"must be a positive integer width (e.g. 400, the paper's d_model) or null, "
                      f"got {self.ref_width!r}")
             check_range(f"{p}.ref_width", self.ref_width, 1)
+        if self.embed_std is not None:
+            check_range(f"{p}.embed_std", self.embed_std, 0.0, lo_open=True)
 
     def gamma_for(self, group: str) -> float:
         return float(self.role_gammas.get(group, self.gamma))

@@ -38,6 +38,9 @@ drawn like their module's weight (``bias="gamma"``), or drawn from PyTorch's
 default ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` with the module's true fan-in
 (``bias="pytorch"``), always from the init generator.
 The ParamTable's ``fan_in_rule`` column says which rule gave each fan-in.
+``embed_std`` (when not None) draws the token and position embeddings (roles
+``embed``, ``pos``) with that std whatever gamma: their rows then have gamma
+NaN, target_std = embed_std and ``fan_in_rule`` ``embed_std``.
 """
 
 from __future__ import annotations
@@ -186,7 +189,7 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
                     fan_in: str = "true", distribution: str = "normal", bias: str = "zero",
                     residual_scale: bool = False, n_layers: int | None = None,
                     d_model: int | None = None, embed_fan_in: str = "num_embeddings",
-                    ref_width: int | None = None) -> pd.DataFrame:
+                    ref_width: int | None = None, embed_std: float | None = None) -> pd.DataFrame:
     """Re-initialize ``module`` in place with the init rate; return the ParamTable.
 
     Pass an :class:`InitConfig` as ``gamma`` to take every option from it.
@@ -198,9 +201,10 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
         c = gamma
         gamma, scale, role_gammas = c.gamma, c.scale, dict(c.role_gammas)
         fan_in, distribution, bias, residual_scale = c.fan_in, c.distribution, c.bias, c.residual_scale
-        embed_fan_in, ref_width = c.embed_fan_in, c.ref_width
+        embed_fan_in, ref_width, embed_std = c.embed_fan_in, c.ref_width, c.embed_std
     InitConfig(gamma=gamma, scale=scale, role_gammas=role_gammas or {}, fan_in=fan_in, embed_fan_in=embed_fan_in,
-               distribution=distribution, bias=bias, residual_scale=residual_scale, ref_width=ref_width)  # validate
+               distribution=distribution, bias=bias, residual_scale=residual_scale, ref_width=ref_width,
+               embed_std=embed_std)  # validate
     role_gammas = role_gammas or {}
     if generator is None:
         generator = torch.Generator().manual_seed(0 if seed is None else seed)
@@ -230,6 +234,9 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
         stds = [scale * std_fi ** (-g) for g in gs]
         if residual_scale and info.role in ("o", "mlp_out"):
             stds = [s / math.sqrt(2 * n_layers) for s in stds]
+        fixed = embed_std is not None and info.role in ("embed", "pos")
+        if fixed:   # embeddings at a fixed std, whatever gamma (the authors' GPT-2: N(0, 0.02))
+            stds, gs = [float(embed_std)], [None]
         if len(set(stds)) == 1:
             _fill(p, stds[0], distribution, generator)
             std, g = stds[0], gs[0]
@@ -239,7 +246,8 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
         d = drawn.setdefault(id(info.module), {"slices": {}})
         d.update(stds=stds, g=g, fi=fi, std_fi=std_fi, true_fi=true_fan_in(info))
         d["slices"].update(zip(parts, stds))
-        rows.append((info, ROLE_GROUP.get(info.role) or "other", fi, g, std, rule, std_fi))
+        rows.append((info, ROLE_GROUP.get(info.role) or "other", fi, g, std, "embed_std" if fixed else rule,
+                     None if fixed else std_fi))
     for info in infos:
         p = getattr(info.module, info.kind)
         if info.role == "norm":

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from ..config.base import check_choice, check_range, fail
 
+CONDS = ("additive", "multiplicative")
+
 
 @dataclass(frozen=True)
 class ConceptUNetConfig:
@@ -31,6 +33,14 @@ class ConceptUNetConfig:
     (closer to the authors' multiplicative context, ``cemb * h + temb``).
     ``mid_block``: diffusers' middle block (two ResNet blocks, no attention)
     at the lowest resolution.
+    ``cond``: how the concepts enter. ``'additive'`` (default): the concept
+    embedding is added to the time embedding, as above. ``'multiplicative'``:
+    as the authors' U-Net (fig_code/fig6/train.py, ``ContextUnet.forward``:
+    ``up(cemb * h + temb, skip)``), each up-sampling block's input features are
+    multiplied channel-wise by a gate, the sum over concepts of a per-concept
+    MLP (Linear, activation, Linear) of the concept vector, one gate per block
+    with the block's input width; the time embedding alone conditions the
+    ResNet blocks.
     """
 
     arch: str = "concept_unet"
@@ -43,6 +53,7 @@ class ConceptUNetConfig:
     concept_dims: tuple[int, ...] = (2, 1, 3)
     time_scale_shift: str = "default"
     mid_block: bool = False
+    cond: str = "additive"
 
     def __post_init__(self) -> None:
         p = "model"
@@ -63,11 +74,18 @@ class ConceptUNetConfig:
         for i, d in enumerate(self.concept_dims):
             check_range(f"{p}.concept_dims[{i}]", d, 1)
         check_choice(f"{p}.time_scale_shift", self.time_scale_shift, ("default", "scale_shift"))
+        check_choice(f"{p}.cond", self.cond, CONDS)
 
     @property
     def embed_dim(self) -> int:
         """Width of the time embedding (and of each concept embedding)."""
         return self.time_embed_dim or 4 * self.channels[0]
+
+    @property
+    def up_in_channels(self) -> tuple[int, ...]:
+        """Input channels of each up-sampling block (lowest resolution first): the width a gate needs."""
+        rev = tuple(reversed(self.channels))
+        return (rev[0],) + rev[:-1]
 
     @property
     def downsample_factor(self) -> int:

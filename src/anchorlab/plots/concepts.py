@@ -1,4 +1,5 @@
-"""Journal Fig. 6B: generated samples per concept-graph node across init settings, and shape accuracy vs init rate.
+"""Journal Fig. 6B: generated samples per concept-graph node across init settings, and accuracy on the unseen
+nodes (all three concepts; shape, size, colour) vs init rate.
 
 Draw only: inputs are arrays of samples and tidy per-run tables (from
 :mod:`anchorlab.reproduce.figures_diffusion`).
@@ -77,20 +78,44 @@ def plot_shape_accuracy(runs: pd.DataFrame, nodes: Sequence[str] = ("010", "011"
     ``runs``: one row per run with ``scheme`` (``rate`` / ``framework_default``), ``gamma``,
     ``shape_acc_<node>`` and ``id_all_acc``.
     """
-    need = {"scheme", "gamma", "id_all_acc", *(f"shape_acc_{n}" for n in nodes)}
+    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
+    cols = [(f"shape_acc_{n}", f"shape accuracy, node {n}", "-", "o", c) for n, c in zip(nodes, colors)]
+    return _accuracy_vs_gamma(runs, cols, default_x)
+
+
+def plot_unseen_accuracy(runs: pd.DataFrame, metrics: Sequence[str] = ("all_acc_010_011", "shape_acc_010_011",
+                                                                      "size_acc_010_011", "color_acc_010_011"),
+                         default_x: float = 0.5) -> Figure:
+    """The headline (``metrics[0]``, thick: all three concepts right on the unseen nodes) and the per-concept
+    accuracies beside it (thin) vs the init rate, as :func:`plot_shape_accuracy`."""
+    colors = ["black", "tab:blue", "tab:orange", "tab:green", "tab:red"]
+    names = {"all": "all three concepts right", "shape": "shape right", "size": "size right",
+             "color": "colour right"}
+
+    def label(m: str) -> str:
+        key, _, nodes = m.partition("_acc_")
+        return f"{names.get(key, key)}, nodes {nodes.replace('_', '/')}" if nodes else m
+
+    cols = [(m, label(m), "-", "o" if k == 0 else "^", c) for k, (m, c) in enumerate(zip(metrics, colors))]
+    return _accuracy_vs_gamma(runs, cols, default_x, bold=metrics[0])
+
+
+def _accuracy_vs_gamma(runs: pd.DataFrame, cols: list[tuple[str, str, str, str, str]], default_x: float,
+                       bold: str = "") -> Figure:
+    """``cols``: (column, label, line style, marker, colour) per line; ``id_all_acc`` is added dashed."""
+    cols = cols + [("id_all_acc", "training nodes, all concepts right", "--", "s", "gray")]
+    need = {"scheme", "gamma", *(c[0] for c in cols)}
     if missing := sorted(need - set(runs.columns)):
         raise ConfigError(f"runs: missing columns {', '.join(missing)}")
     fig = Figure(figsize=(5.2, 3.6))
     ax = fig.subplots()
     rate = runs[runs.scheme == "rate"]
     default = runs[runs.scheme == "framework_default"]
-    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
-    cols = [(f"shape_acc_{n}", f"shape accuracy, node {n}", "-", "o", c) for n, c in zip(nodes, colors)]
-    cols.append(("id_all_acc", "training nodes, all concepts right", "--", "s", "gray"))
     for k, (col, label, ls, marker, color) in enumerate(cols):
+        lw = 2.5 if col == bold else 1.2
         if not rate.empty:
             st = rate.groupby("gamma")[col].agg(["mean", "min", "max"]).reset_index()
-            ax.plot(st.gamma, st["mean"], ls=ls, marker=marker, color=color, label=label)
+            ax.plot(st.gamma, st["mean"], ls=ls, marker=marker, color=color, label=label, lw=lw)
             ax.fill_between(st.gamma, st["min"], st["max"], color=color, alpha=0.15)
         if not default.empty:
             dx = default_x - 0.015 + 0.01 * k

@@ -7,12 +7,15 @@ each run's final metrics (shape accuracy of the classifier-judged samples per
 node), draws a few fresh samples of every node from the first seed of each
 setting for the grid (cached in ``samples/<run_id>.npz``), and writes:
 
-``runs.csv`` (one row per run), ``summary.csv`` (per setting: shape accuracy
-on 010 and 011, training-node quality, wall time; mean, min and max over
-seeds), ``per_node.csv`` (per setting and node: each concept's accuracy,
-mean over seeds; ``object_rate``: the fraction judged to hold an object),
-``fig6b.png`` (sample grid, nodes x settings, default framed) and
-``fig6b_shape.png`` (shape accuracy vs init rate).
+``runs.csv`` (one row per run), ``summary.csv`` (per setting: the headline
+``all_acc_010_011`` -- all three concepts right on the unseen nodes 010 and
+011 -- with the shape, size and colour accuracies on them beside it,
+training-node quality, wall time; mean, min and max over seeds),
+``per_node.csv`` (per setting and node: each concept's accuracy, mean over
+seeds; ``object_rate``: the fraction judged to hold an object),
+``fig6b.png`` (sample grid, nodes x settings, default framed),
+``fig6b_all.png`` (the headline and the three concept accuracies on 010/011
+vs init rate) and ``fig6b_shape.png`` (shape accuracy per unseen node).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 UNSEEN = ("010", "011")
-HEADLINE = "shape_acc_010_011"
+HEADLINE = "all_acc_010_011"
+BESIDE = ("shape_acc_010_011", "size_acc_010_011", "color_acc_010_011")
 GRID_SAMPLES = 4
 
 
@@ -64,8 +68,8 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per setting (default first, then increasing gamma): mean / min / max over seeds of the headline numbers."""
     import pandas as pd
 
-    cols = [f"shape_acc_{n}" for n in UNSEEN] + [HEADLINE, "ood_shape_acc", "id_all_acc", "ood_all_acc",
-                                                 "id_denoise_loss", "ood_denoise_loss"]
+    cols = [HEADLINE, *BESIDE] + [f"{k}_acc_{n}" for n in UNSEEN for k in ("all", "shape", "size", "color")]
+    cols += ["ood_shape_acc", "id_all_acc", "ood_all_acc", "id_denoise_loss", "ood_denoise_loss"]
     cols += [f"object_rate_{n}" for n in UNSEEN] + ["wall_seconds"]
     cols = [c for c in cols if c in df]
     out = []
@@ -116,7 +120,7 @@ def grid_samples(df: pd.DataFrame, out: Path) -> dict[str, np.ndarray]:
 
 
 def make_fig6(sweep_dir: Path, out: Path, scale: str) -> Made:
-    from ..plots.concepts import plot_sample_grid, plot_shape_accuracy
+    from ..plots.concepts import plot_sample_grid, plot_shape_accuracy, plot_unseen_accuracy
     from ..plots.save import save_figure
     from ..tasks.concepts.render import NODES, describe
 
@@ -132,6 +136,8 @@ def make_fig6(sweep_dir: Path, out: Path, scale: str) -> Made:
     grid = plot_sample_grid({s: a[idx] for s, a in samples.items()}, order,
                             [f"{n} {describe(n)}" for n in order], default="default", unseen=UNSEEN)
     files["fig6b.png"] = save_figure(grid, out / "fig6b")[0]
+    if HEADLINE in df:   # runs evaluated before the headline existed have only the per-node columns
+        files["fig6b_all.png"] = save_figure(plot_unseen_accuracy(df, (HEADLINE, *BESIDE)), out / "fig6b_all")[0]
     files["fig6b_shape.png"] = save_figure(plot_shape_accuracy(df), out / "fig6b_shape")[0]
     return tables, files
 
@@ -161,21 +167,63 @@ NOTE = ("CPU scale: 32x32 procedural renders (the paper: 5,000 Blender renders, 
         "rates use U(-fan_in^-gamma, fan_in^-gamma), so gamma 0.5 is the same distribution. Needs the diffusion "
         "extra (docs/concepts.md).")
 
+FIG6_CLAIMS = (
+    Claim("default init: the unseen nodes 010 (small red circle) and 011 (small blue circle) are drawn wrong "
+          "(triangles) -- fraction of their samples with all three concepts right", "low (triangles)",
+          lambda t: _at(t["runs"], "default")),
+    Claim("largest init rate: 010 and 011 are drawn as small circles of their colour -- fraction with all "
+          "three concepts right", "high (circles)", lambda t: _at(t["runs"], "largest")),
+    Claim("all-three accuracy on 010 and 011 rises with the init rate", "increasing",
+          lambda t: _trend(t["runs"])),
+    Claim("the training nodes are drawn right (all three concepts), default init", "(implied)",
+          lambda t: _at(t["runs"], "default", "id_all_acc")),
+    Claim("the training nodes are drawn right (all three concepts), largest init rate", "(implied)",
+          lambda t: _at(t["runs"], "largest", "id_all_acc")),
+)
+
 register(Figure(
     id="journal-fig6", paper="journal", number="Fig. 6B",
     shows="concept-graph diffusion: samples of the unseen nodes 010/011 turn from triangles into circles as the "
           "init rate grows (default init marked)",
-    sweeps={"cpu": "concepts_fig6_cpu", "paper": "concepts_fig6_paper"}, make=make_fig6,
-    claims=(
-        Claim("default init: the unseen nodes 010 (small red circle) and 011 (small blue circle) are drawn as "
-              "triangles -- shape accuracy on 010 and 011 (fraction drawn as circles)", "low (triangles)",
-              lambda t: _at(t["runs"], "default")),
-        Claim("largest init rate: 010 and 011 are drawn as circles -- shape accuracy on 010 and 011",
-              "high (circles)", lambda t: _at(t["runs"], "largest")),
-        Claim("shape accuracy on 010 and 011 rises with the init rate", "increasing", lambda t: _trend(t["runs"])),
-        Claim("the training nodes are drawn right (all three concepts), default init", "(implied)",
-              lambda t: _at(t["runs"], "default", "id_all_acc")),
-        Claim("the training nodes are drawn right (all three concepts), largest init rate", "(implied)",
-              lambda t: _at(t["runs"], "largest", "id_all_acc")),
-    ),
+    sweeps={"cpu": "concepts_fig6_cpu", "paper": "concepts_fig6_paper"}, make=make_fig6, claims=FIG6_CLAIMS,
     notes=NOTE, extra="diffusion"))
+
+
+def _rate_mean(t: pd.DataFrame, gamma: float | None) -> float:
+    """Mean headline of the rate runs at ``gamma`` (None: the largest gamma)."""
+    rate = t[t.scheme == "rate"] if not t.empty and HEADLINE in t else t.iloc[0:0]
+    if rate.empty:
+        return math.nan
+    sub = rate[rate.gamma == (rate.gamma.max() if gamma is None else gamma)]
+    return float(sub[HEADLINE].mean()) if len(sub) else math.nan
+
+
+def noise_floor(t: pd.DataFrame) -> float:
+    """|mean headline at the default init - at gamma 0.5 (uniform)|: two inits of the same distribution, so
+    any difference is seed noise (NaN without both)."""
+    return abs(_at(t, "default") - _rate_mean(t, 0.5))
+
+
+def seed_spread(t: pd.DataFrame) -> float:
+    """The headline's standard deviation over seeds, averaged over settings."""
+    if t.empty or HEADLINE not in t:
+        return math.nan
+    return float(t.groupby("setting")[HEADLINE].std().mean())
+
+
+register(Figure(
+    id="journal-fig6-seeds", paper="journal", number="Fig. 6B",
+    shows="concept-graph diffusion with the authors' multiplicative conditioning and size code, four seeds per "
+          "init: all-three accuracy on 010/011 vs init rate, against the noise floor (default vs gamma 0.5, "
+          "the same distribution)",
+    sweeps={"cpu": "concepts_seeds_cpu", "paper": "concepts_fig6_paper"}, make=make_fig6,
+    claims=FIG6_CLAIMS + (
+        Claim("noise floor: |default - gamma 0.5| in all-three accuracy on 010/011 (the same distribution)",
+              "(not measured)", lambda t: noise_floor(t["runs"])),
+        Claim("seed spread: std over seeds of all-three accuracy on 010/011 (mean over settings)",
+              "(not measured)", lambda t: seed_spread(t["runs"])),
+        Claim("all-three accuracy on 010/011, largest init rate minus gamma 0.5 (compare with the noise floor)",
+              "> 0 (circles at small init)", lambda t: _rate_mean(t["runs"], None) - _rate_mean(t["runs"], 0.5)),
+    ),
+    notes=NOTE + " This figure: model.cond=multiplicative, task.size_code=authors, four seeds per init.",
+    extra="diffusion"))

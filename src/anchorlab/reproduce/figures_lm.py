@@ -106,3 +106,17 @@ register(Figure(
            "GitHub+Wikipedia for 40B tokens (paper scale needs task.data_dir with the shards and "
            "task.tokenizer_dir with GPT-2's tokenizer files). Needs the hf and lm extras."),
     extra="hf,lm"))
+
+register(Figure(
+    id="journal-fig7d-seeds", paper="journal", number="Fig. 7D",
+    shows="language modelling: validation perplexity vs init rate with the spread over three seeds (one composition)",
+    sweeps={"cpu": "lm_seeds_cpu", "paper": "lm_paper"}, make=make_fig7d,
+    claims=(
+        Claim("smaller init (larger gamma) gives lower perplexity (fraction of compositions where the seed-mean "
+              "final perplexity falls with every step up in gamma)", "1.0 (both)", smaller_init_lower_ppl),
+        Claim("final perplexity, largest init / smallest init (seed means)", "> 1", ppl_ratio),
+    ),
+    notes=("CPU scale: the journal-fig7d model on the CPython standard library, one pass over 3M tokens, three "
+           "seeds, embeddings N(0, 0.02) whatever gamma (init.embed_std, as the authors' GPT-2), gamma std-matched "
+           "to GPT-2 Medium's width (init.ref_width 1024). Needs the hf and lm extras."),
+    extra="hf,lm"))

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .figures_realtasks import SETTING_NAMES
+from .figures_realtasks import SETTING_NAMES, knob_effect, setting_names
 from ..sweep.results import finals
 from .registry import Claim, Figure, Made, register
 
@@ -14,10 +14,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 PRONTOQA_THRESHOLD = 0.99   # train label accuracy that counts as converged (the sweeps' stop rule)
-
-
-def _setting(gammas: pd.Series) -> list[str]:
-    return [SETTING_NAMES[g == gammas.max()] for g in gammas]
 
 
 # --------------------------------------------------------------------------- Fig. 7C
@@ -35,7 +31,7 @@ def addition_runs(runs: list[dict]) -> pd.DataFrame:
                      "wall_seconds": f["wall_seconds"]})
     df = pd.DataFrame(rows)
     if not df.empty:
-        df.insert(2, "setting", _setting(df.gamma))
+        df.insert(2, "setting", setting_names(df.gamma, df.weight_decay))
     return df
 
 
@@ -91,22 +87,45 @@ def _addition_wins(t: pd.DataFrame) -> float:
     return float((g[SETTING_NAMES[True]] > g[SETTING_NAMES[False]]).mean())
 
 
+def _square_effect(t: pd.DataFrame, knob: str) -> float:
+    """One knob's effect on accuracy in the held-out square, from the 2x2 cells (NaN without them)."""
+    if t is None or t.empty:
+        return math.nan
+    return knob_effect(t[t.split == "ood"], "accuracy", knob)
+
+
+ADDITION_CLAIMS = (
+    Claim("small init + large wd generalizes into the held-out square (fraction of models where it beats "
+          "large init + small wd there)", "1.0 (both models)", lambda t: _addition_wins(t.get("split_accuracy"))),
+    Claim("accuracy in the square, small init + large wd (mean over models and seeds)", "good rule generalization",
+          lambda t: _split_acc(t.get("split_accuracy"), True, "ood")),
+    Claim("accuracy in the square, large init + small wd", "fails to generalize perfectly (< 1)",
+          lambda t: _split_acc(t.get("split_accuracy"), False, "ood")),
+    Claim("ID accuracy (held-out problems outside the square), large init + small wd", "(fits)",
+          lambda t: _split_acc(t.get("split_accuracy"), False, "id")),
+)
+KNOB_NOTE = ("the 2x2 of init rate x weight decay: the paper's two settings are its diagonal, the off-diagonal "
+             "cells (small init + small wd, large init + large wd) change one knob at a time")
+
 register(Figure(
     id="journal-fig7c", paper="journal", number="Fig. 7C",
     shows="addition a + b (0..99) with the square 40..60 held out: accuracy per (a, b), two settings, two models",
-    sweeps={"cpu": "addition_cpu", "paper": "addition_paper"}, make=make_addition,
-    claims=(
-        Claim("small init + large wd generalizes into the held-out square (fraction of models where it beats "
-              "large init + small wd there)", "1.0 (both models)", lambda t: _addition_wins(t.get("split_accuracy"))),
-        Claim("accuracy in the square, small init + large wd (mean over models and seeds)", "good rule generalization",
-              lambda t: _split_acc(t.get("split_accuracy"), True, "ood")),
-        Claim("accuracy in the square, large init + small wd", "fails to generalize perfectly (< 1)",
-              lambda t: _split_acc(t.get("split_accuracy"), False, "ood")),
-        Claim("ID accuracy (held-out problems outside the square), large init + small wd", "(fits)",
-              lambda t: _split_acc(t.get("split_accuracy"), False, "id")),
-    ),
+    sweeps={"cpu": "addition_cpu", "paper": "addition_paper"}, make=make_addition, claims=ADDITION_CLAIMS,
     notes="CPU scale: width-128 models, 60 epochs of the 8,603 training problems, two seeds; the paper's sizes and "
           "schedule are not given (docs/reasoning_tasks.md)."))
+
+register(Figure(
+    id="journal-fig7c-knobs", paper="journal", number="Fig. 7C",
+    shows="addition with the held-out square over the 2x2 of init rate x weight decay: which knob carries the "
+          "effect",
+    sweeps={"cpu": "addition_knobs_cpu", "paper": "addition_knobs_paper"}, make=make_addition,
+    claims=ADDITION_CLAIMS + (
+        Claim("accuracy in the square, effect of init alone (small minus large init at fixed wd)",
+              "(not separated in the paper)", lambda t: _square_effect(t.get("split_accuracy"), "init")),
+        Claim("accuracy in the square, effect of wd alone (large minus small wd at fixed init)",
+              "(not separated in the paper)", lambda t: _square_effect(t.get("split_accuracy"), "wd")),
+    ),
+    notes=f"As journal-fig7c, over {KNOB_NOTE}; three seeds (docs/reasoning_tasks.md)."))
 
 
 # --------------------------------------------------------------------------- Fig. 7E
@@ -123,7 +142,7 @@ def make_prontoqa(sweep_dir: Path, out: Path, scale: str) -> Made:
         return {"runs": conv}, {}
     conv = conv.rename(columns={"task.n_train": "n_train", "init.gamma": "gamma", "optim.weight_decay":
                                 "weight_decay", "train.init_seed": "seed"})
-    conv.insert(0, "setting", _setting(conv.gamma))
+    conv.insert(0, "setting", setting_names(conv.gamma, conv.weight_decay))
     conv["cap_epoch"] = [f["config"]["train"]["epochs"] for f in fs]
     hop_cols = sorted(c for c in conv.columns if c.startswith("test_acc/hop"))
     hops = conv.melt(id_vars=["setting", "n_train", "seed"], value_vars=hop_cols, var_name="hop",
@@ -160,17 +179,42 @@ def _large_init_rise_then_fall(t: pd.DataFrame) -> float | str:
     return float(0 < k < len(s) - 1)
 
 
+PRONTOQA_CLAIMS = (
+    Claim("small init + large wd converges faster (fraction of data sizes; never-converged runs count at the "
+          "cap)", "1.0 (every size)", lambda t: _frac_sizes(t.get("runs"), "converged_epoch", True)),
+    Claim("small init + large wd has the smaller generalization error (fraction of data sizes)",
+          "1.0 (every size)", lambda t: _frac_sizes(t.get("runs"), "gen_error")),
+    Claim("large init + small wd: epochs to converge first rise, then fall with data size", "qualitative",
+          lambda t: _large_init_rise_then_fall(t.get("runs"))),
+)
+
 register(Figure(
     id="journal-fig7e", paper="journal", number="Fig. 7E",
     shows="PrOntoQA true/false: convergence epochs and generalization error vs training-set size, two settings",
-    sweeps={"cpu": "prontoqa_cpu", "paper": "prontoqa_paper"}, make=make_prontoqa,
-    claims=(
-        Claim("small init + large wd converges faster (fraction of data sizes; never-converged runs count at the "
-              "cap)", "1.0 (every size)", lambda t: _frac_sizes(t.get("runs"), "converged_epoch", True)),
-        Claim("small init + large wd has the smaller generalization error (fraction of data sizes)",
-              "1.0 (every size)", lambda t: _frac_sizes(t.get("runs"), "gen_error")),
-        Claim("large init + small wd: epochs to converge first rise, then fall with data size", "qualitative",
-              lambda t: _large_init_rise_then_fall(t.get("runs"))),
-    ),
+    sweeps={"cpu": "prontoqa_cpu", "paper": "prontoqa_paper"}, make=make_prontoqa, claims=PRONTOQA_CLAIMS,
     notes="CPU scale: a 4-layer width-64 GPT-2-style model, hops 1..3 on depth-3 ontologies, two seeds; the "
           "paper: GPT-2 on the original PrOntoQA setup (docs/reasoning_tasks.md)."))
+
+
+def _best_hop1(t: pd.DataFrame) -> float:
+    """The best setting's mean one-hop test accuracy (at convergence, else at the end)."""
+    if t is None or t.empty or "test_acc/hop1_at" not in t:
+        return math.nan
+    return float(t.groupby("setting")["test_acc/hop1_at"].mean().max())
+
+
+register(Figure(
+    id="journal-fig7e-knobs", paper="journal", number="Fig. 7E",
+    shows="PrOntoQA on the i.i.d. split over the 2x2 of init rate x weight decay: does any setting learn, and "
+          "which knob carries the difference",
+    sweeps={"cpu": "prontoqa_knobs_cpu", "paper": "prontoqa_knobs_paper"}, make=make_prontoqa,
+    claims=PRONTOQA_CLAIMS + (
+        Claim("one-hop i.i.d. test accuracy of the best setting (the comparison needs >= 0.7)",
+              "(GPT-2 learns the task)", lambda t: _best_hop1(t.get("runs"))),
+        Claim("test accuracy, effect of init alone (small minus large init at fixed wd)",
+              "(not separated in the paper)", lambda t: knob_effect(t.get("runs"), "test_at", "init")),
+        Claim("test accuracy, effect of wd alone (large minus small wd at fixed init)",
+              "(not separated in the paper)", lambda t: knob_effect(t.get("runs"), "test_at", "wd")),
+    ),
+    notes=f"CPU scale: the journal-fig7e model on the i.i.d. split (task.test_split: iid), 8,000 questions, "
+          f"{KNOB_NOTE}; three seeds (docs/reasoning_tasks.md)."))

@@ -16,6 +16,7 @@ from ...config.experiment import TaskConfig
 from .render import NODES, Jitter
 
 CONDITIONS = ("attributes", "onehot")
+SIZE_CODES = {"relative": 1.0, "authors": 2.6}   # the size entry of a large shape (small: x 1.6 / 2.6)
 CONCEPT_DIMS = {"attributes": (2, 1, 3), "onehot": (2, 2, 2)}
 
 
@@ -31,6 +32,12 @@ class ConceptsTaskConfig(TaskConfig):
     in bit order: ``'attributes'`` (the authors' labels: shape one-hot, the
     drawn size relative to a large shape, the drawn RGB colour; the canonical
     values when generating) or ``'onehot'`` (a one-hot of each bit).
+    ``size_code`` (``attributes`` only): the scale of the size entry.
+    ``'relative'`` (default, ours): the drawn radius / the large radius, so
+    1.0 for a large shape and 0.615 for a small one; ``'authors'``: the
+    authors' Blender size, 2.6 x that (2.6 large, 1.6 small: their test
+    labels, fig_code/fig6/load_dataset.py; their training labels read the
+    rendered size, 2.6-2.7), the same ratio at a contrast 2.6x larger.
 
     Diffusion: diffusers' DDPMScheduler with ``timesteps`` training steps and
     a ``beta_schedule`` from ``beta_start`` to ``beta_end`` (the authors: 500,
@@ -53,6 +60,7 @@ class ConceptsTaskConfig(TaskConfig):
     train_nodes: tuple[str, ...] = ("000", "100", "001", "111")
     per_node: int = 280
     condition: str = "attributes"
+    size_code: str = "relative"
     position_jitter: float = 0.06
     size_jitter: float = 0.05
     shade_jitter: float = 0.08
@@ -79,6 +87,9 @@ class ConceptsTaskConfig(TaskConfig):
             fail(f"{p}.train_nodes", f"lists a node twice: {list(self.train_nodes)}")
         check_range(f"{p}.per_node", self.per_node, 1)
         check_choice(f"{p}.condition", self.condition, CONDITIONS)
+        check_choice(f"{p}.size_code", self.size_code, tuple(SIZE_CODES))
+        if self.size_code != "relative" and self.condition != "attributes":
+            fail(f"{p}.size_code", f"only used with task.condition='attributes', got condition {self.condition!r}")
         check_range(f"{p}.position_jitter", self.position_jitter, 0.0, 0.1)
         check_range(f"{p}.size_jitter", self.size_jitter, 0.0, 0.2)
         check_range(f"{p}.shade_jitter", self.shade_jitter, 0.0, 0.1)

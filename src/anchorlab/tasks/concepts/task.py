@@ -20,8 +20,11 @@ Metrics (``<node>`` is one of 000 ... 111):
   count a no-object sample as wrong on every concept);
   ``id_all_acc`` / ``ood_all_acc`` average them over training / unseen nodes
   and ``ood_shape_acc`` the shape accuracy over every unseen node;
-  ``shape_acc_010_011`` is the headline: the shape accuracy on 010 and 011
-  (the fraction drawn as circles), the journal's two nodes.
+  ``all_acc_010_011`` is the headline: the fraction of samples of the
+  journal's two unseen nodes 010 and 011 with all three concepts right (a
+  small circle of the right colour); ``shape_acc_010_011``,
+  ``size_acc_010_011`` and ``color_acc_010_011`` stand beside it (shape alone
+  counts any circle, large ones included).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import torch
 
 from ..base import EvalResult, Forward, Task
 from .classifier import ClassifierSpec, load_or_train, predict
-from .config import ConceptsTaskConfig
+from .config import SIZE_CODES, ConceptsTaskConfig
 from .diffusion import DiffusionData, make_scheduler, noised, sample
 from .render import BITS, LARGE, NODES, COLORS, Renders, canonical_radius, describe, node_bits, render_nodes
 
@@ -48,7 +51,7 @@ def encode(cfg: ConceptsTaskConfig, bits: np.ndarray, rgb: np.ndarray | None = N
            radius: np.ndarray | None = None) -> torch.Tensor:
     """(N, 3) bits (and, for ``attributes``, the drawn colour and radius; canonical when None) -> (N, D) floats.
 
-    ``attributes``: [shape one-hot (2), radius / large radius (1), RGB (3)];
+    ``attributes``: [shape one-hot (2), radius / large radius x the ``size_code`` scale (1), RGB (3)];
     ``onehot``: [shape one-hot, size one-hot, color one-hot].
     """
     bits = np.asarray(bits, dtype=np.int64).reshape(-1, 3)
@@ -57,7 +60,7 @@ def encode(cfg: ConceptsTaskConfig, bits: np.ndarray, rgb: np.ndarray | None = N
         return torch.from_numpy(np.concatenate([eye[bits[:, i]] for i in range(3)], axis=1))
     rgb = COLORS[bits[:, 2]] if rgb is None else rgb
     radius = canonical_radius(bits[:, 1]) if radius is None else radius
-    size = (np.asarray(radius, dtype=np.float32) / LARGE)[:, None]
+    size = (np.asarray(radius, dtype=np.float32) / LARGE * SIZE_CODES[cfg.size_code])[:, None]
     return torch.from_numpy(np.concatenate([eye[bits[:, 0]], size, np.asarray(rgb, np.float32)], axis=1))
 
 
@@ -86,8 +89,8 @@ class ConceptsTask(Task):
     """See the module docstring."""
 
     name: ClassVar[str] = "concepts"
-    headline: ClassVar[tuple[str, ...]] = ("shape_acc_010", "shape_acc_011", "shape_acc_010_011", "id_all_acc",
-                                           "ood_denoise_loss")
+    headline: ClassVar[tuple[str, ...]] = ("all_acc_010_011", "shape_acc_010_011", "size_acc_010_011",
+                                           "color_acc_010_011", "id_all_acc", "ood_denoise_loss")
     stackable: ClassVar[bool] = False
 
     def __init__(self, cfg: ConceptsTaskConfig) -> None:
@@ -178,6 +181,7 @@ class ConceptsTask(Task):
             m["id_all_acc"] = float(np.mean([m[f"all_acc_{k}"] for k in c.train_nodes]))
             m["ood_all_acc"] = float(np.mean([m[f"all_acc_{k}"] for k in test])) if test else float("nan")
             m["ood_shape_acc"] = float(np.mean([m[f"shape_acc_{k}"] for k in test])) if test else float("nan")
-            m["shape_acc_010_011"] = float(np.mean([m["shape_acc_010"], m["shape_acc_011"]]))
+            for key in ("all", "shape", "size", "color"):
+                m[f"{key}_acc_010_011"] = float(np.mean([m[f"{key}_acc_010"], m[f"{key}_acc_011"]]))
         tables = {"per_node": pd.DataFrame(rows)} if rows else {}
         return EvalResult(m, tables)

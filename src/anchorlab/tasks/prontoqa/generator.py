@@ -21,6 +21,12 @@ true/false question about one entity's class::
   ``wum pus``). Names split into a training and a test set by
   ``(onset + ending) % test_every == 0`` (test), so test ontologies use only
   names never seen in training, while every syllable occurs in both.
+* **Splits** (:func:`generate_split`). ``iid`` (as in the original): train
+  and test draw from the same generator and the whole name pool, from
+  different random streams, and a test example whose ontology (its set of
+  ``Every`` links) occurs in training is redrawn, so the ontologies are
+  disjoint and no test prompt occurs in training. ``unseen_names`` (ours,
+  harder): train on the training names, test on the test names.
 * **Proofs** (optional target): the forward-chaining trace ``Max is a c0 .
   Max is a c1 . ...`` up to the queried concept (True) or the top of Max's
   chain (False), then the label (:attr:`Example.proof`): the model then
@@ -57,13 +63,17 @@ MAX_HOPS = 5
 TRAIN, TEST = 0, 1   # streams
 
 
+SPLITS = ("iid", "unseen_names")
+MAX_REDRAWS = 1000   # per test example, when its ontology occurs in training
+
+
 def concept_names(part: str, test_every: int = 4) -> tuple[str, ...]:
-    """The concept names of ``part`` ("train" or "test"): "onset ending" pairs, test iff
-    ``(i_onset + i_ending) % test_every == 0``."""
-    if part not in ("train", "test"):
-        raise ConfigError(f"part: must be 'train' or 'test', got {part!r}")
+    """The concept names of ``part``: "onset ending" pairs, in "test" iff ``(i_onset + i_ending) %
+    test_every == 0``, in "train" otherwise; "all" is the whole pool."""
+    if part not in ("train", "test", "all"):
+        raise ConfigError(f"part: must be 'train', 'test' or 'all', got {part!r}")
     return tuple(f"{o} {e}" for i, o in enumerate(ONSETS) for j, e in enumerate(ENDINGS)
-                 if ((i + j) % test_every == 0) == (part == "test"))
+                 if part == "all" or ((i + j) % test_every == 0) == (part == "test"))
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,11 @@ class Example:
     def target(self, proof: bool = False) -> str:
         return self.proof if proof else self.answer
 
+    @property
+    def ontology(self) -> frozenset[str]:
+        """The example's ontology: its set of ``Every X is a Y .`` link sentences."""
+        return frozenset(s for s in self.context if s.startswith("Every ") and " is a " in s)
+
 
 def make_example(rng: np.random.Generator, names: tuple[str, ...], hops: int, label: bool, depth: int,
                  distractors: int) -> Example:
@@ -122,22 +137,62 @@ def make_example(rng: np.random.Generator, names: tuple[str, ...], hops: int, la
 
 
 def generate(n: int, part: str, seed: int = 0, min_hops: int = 1, max_hops: int = MAX_HOPS, depth: int = 0,
-             distractors: int = 2, test_every: int = 4) -> list[Example]:
-    """``n`` examples on the ``part`` ("train" / "test") names; ``depth`` 0 means ``max_hops``."""
-    if not 1 <= min_hops <= max_hops <= MAX_HOPS:
-        raise ConfigError(f"hops: need 1 <= min_hops <= max_hops <= {MAX_HOPS}, got {min_hops}..{max_hops}")
-    return list(itertools.islice(iter_examples(part, seed, min_hops, max_hops, depth, distractors, test_every), n))
+             distractors: int = 2, test_every: int = 4, stream: int | None = None,
+             exclude: frozenset[frozenset[str]] | set[frozenset[str]] = frozenset()) -> list[Example]:
+    """``n`` examples on the ``part`` ("train" / "test" / "all") names; ``depth`` 0 means ``max_hops``.
 
-
-def iter_examples(part: str, seed: int = 0, min_hops: int = 1, max_hops: int = MAX_HOPS, depth: int = 0,
-                  distractors: int = 2, test_every: int = 4) -> Iterator[Example]:
-    """The examples of :func:`generate`, one at a time and without end (example ``i`` is the same for every ``n``)."""
+    ``stream`` (default: TEST for "test", TRAIN otherwise) selects the random stream. An example
+    whose :attr:`Example.ontology` is in ``exclude`` is redrawn from ``[seed, stream, i, k]``
+    (k = 1, 2, ...), keeping its label and hop count, so the set stays balanced and deterministic.
+    """
     if not 1 <= min_hops <= max_hops <= MAX_HOPS:
         raise ConfigError(f"hops: need 1 <= min_hops <= max_hops <= {MAX_HOPS}, got {min_hops}..{max_hops}")
     depth = depth or max_hops
     names = concept_names(part, test_every)
     hop_list = list(range(min_hops, max_hops + 1))
-    stream = TRAIN if part == "train" else TEST
+    if stream is None:
+        stream = TEST if part == "test" else TRAIN
+    out = []
+    for i in range(n):
+        hops, label = hop_list[(i // 2) % len(hop_list)], i % 2 == 0
+        e = make_example(np.random.default_rng([seed, stream, i]), names, hops, label, depth, distractors)
+        k = 0
+        while e.ontology in exclude:
+            k += 1
+            if k > MAX_REDRAWS:
+                raise ConfigError(f"exclude: no new ontology for example {i} after {MAX_REDRAWS} draws")
+            e = make_example(np.random.default_rng([seed, stream, i, k]), names, hops, label, depth, distractors)
+        out.append(e)
+    return out
+
+
+def generate_split(n_train: int, n_test: int, split: str = "iid", seed: int = 0, test_seed: int = 1,
+                   **kw) -> tuple[list[Example], list[Example]]:
+    """Training and test examples of a ``split`` (see the module docstring); ``kw`` go to :func:`generate`.
+
+    ``iid``: both on all names, training from stream TRAIN with ``seed``, test from stream TEST with
+    ``test_seed``, test ontologies disjoint from the training ones. ``unseen_names``: training on the
+    "train" names, test on the "test" names (split by ``test_every``).
+    """
+    if split not in SPLITS:
+        raise ConfigError(f"split: must be one of {', '.join(repr(s) for s in SPLITS)}, got {split!r}")
+    if split == "unseen_names":
+        return generate(n_train, "train", seed, **kw), generate(n_test, "test", test_seed, **kw)
+    train = generate(n_train, "all", seed, stream=TRAIN, **kw)
+    seen = {e.ontology for e in train}
+    return train, generate(n_test, "all", test_seed, stream=TEST, exclude=seen, **kw)
+
+
+def iter_examples(part: str, seed: int = 0, min_hops: int = 1, max_hops: int = MAX_HOPS, depth: int = 0,
+                  distractors: int = 2, test_every: int = 4, stream: int | None = None) -> Iterator[Example]:
+    """The examples of :func:`generate` without ``exclude``, one at a time and without end (example ``i``
+    is the same for every ``n``)."""
+    if not 1 <= min_hops <= max_hops <= MAX_HOPS:
+        raise ConfigError(f"hops: need 1 <= min_hops <= max_hops <= {MAX_HOPS}, got {min_hops}..{max_hops}")
+    depth = depth or max_hops
+    names = concept_names(part, test_every)
+    hop_list = list(range(min_hops, max_hops + 1))
+    stream = (TEST if part == "test" else TRAIN) if stream is None else stream
     for i in itertools.count():
         yield make_example(np.random.default_rng([seed, stream, i]), names, hop_list[(i // 2) % len(hop_list)],
                            i % 2 == 0, depth, distractors)

@@ -7,7 +7,9 @@ forward-chaining proof, then the label. The loss covers the target and
 ``<set>_acc`` is the label accuracy (chance 0.5), ``<set>_acc/hop<k>`` the
 accuracy per hop count, ``<set>_exact`` the whole target (proof included).
 Eval sets: ``train`` (the training examples, capped by ``eval_max``) and
-``test`` (``n_test`` examples on the held-out concept names).
+``test`` (``n_test`` examples: with ``test_split: iid``, the default, on
+ontologies that never occur in training, names shared; with
+``unseen_names``, on held-out concept names).
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from ...config.base import ConfigError, check_range
+from ...config.base import ConfigError, check_choice, check_range
 from ..seq2seq.task import EvalSet, Row, Seq2SeqTask, Seq2SeqTaskConfig
-from .generator import MAX_HOPS, concept_names, generate, prompt_words, target_words, words_seen
+from .generator import MAX_HOPS, SPLITS, concept_names, generate_split, prompt_words, target_words, words_seen
 
 MAX_DEPTH = 8
 MAX_DISTRACTORS = 20
@@ -25,10 +27,11 @@ MAX_DISTRACTORS = 20
 
 @functools.lru_cache(maxsize=8)
 def _rows(n_train: int, n_test: int, seed: int, test_seed: int, min_hops: int, max_hops: int, depth: int,
-          distractors: int, test_every: int, proof: bool) -> dict[str, tuple[Row, ...]]:
+          distractors: int, test_every: int, proof: bool, test_split: str) -> dict[str, tuple[Row, ...]]:
     kw = dict(min_hops=min_hops, max_hops=max_hops, depth=depth, distractors=distractors, test_every=test_every)
-    return {part: tuple((e.prompt, e.target(proof), f"hop{e.hops}") for e in generate(n, part, s, **kw))
-            for part, n, s in (("train", n_train, seed), ("test", n_test, test_seed))}
+    sets = generate_split(n_train, n_test, test_split, seed, test_seed, **kw)
+    return {part: tuple((e.prompt, e.target(proof), f"hop{e.hops}") for e in exs)
+            for part, exs in zip(("train", "test"), sets)}
 
 
 @dataclass(frozen=True)
@@ -36,12 +39,17 @@ class ProntoQATaskConfig(Seq2SeqTaskConfig):
     """PrOntoQA-style true/false questions (generator: :mod:`.generator`).
 
     ``n_train``: training examples (the data-size axis of Fig. 7E), generated
-    with ``seed``; ``n_test``: test examples on the held-out names, generated
-    with ``test_seed`` (fixed, so every run is scored on the same questions);
+    with ``seed``; ``n_test``: test examples, generated with ``test_seed``
+    (fixed, so every run is scored on the same questions);
+    ``test_split``: ``iid`` (default, as in the original PrOntoQA: one name
+    pool, test ontologies disjoint from the training ones, so no test prompt
+    occurs in training) or ``unseen_names`` (ours, harder: test ontologies
+    use only the held-out names);
     hop counts ``min_hops..max_hops`` (within 1..5) cycle over the examples;
     ``depth`` (0 = ``max_hops``): concepts per chain above the entity's own;
     ``distractors``: property sentences per example; ``test_every``: a name
-    (onset i, ending j) is a test name iff ``(i + j) % test_every == 0``;
+    (onset i, ending j) is a test name iff ``(i + j) % test_every == 0``
+    (used by ``unseen_names``; checked under either split);
     ``proof``: the target is the forward-chaining proof, then the label
     (default: the label alone).
     """
@@ -57,6 +65,7 @@ class ProntoQATaskConfig(Seq2SeqTaskConfig):
     distractors: int = 2
     test_every: int = 4
     proof: bool = False
+    test_split: str = "iid"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -72,6 +81,7 @@ class ProntoQATaskConfig(Seq2SeqTaskConfig):
             check_range("task.depth", self.depth, self.max_hops, MAX_DEPTH)
         check_range("task.distractors", self.distractors, 0, MAX_DISTRACTORS)
         check_range("task.test_every", self.test_every, 2, 8)
+        check_choice("task.test_split", self.test_split, SPLITS)
         need = 2 * ((self.depth or self.max_hops) + 1)
         for part in ("train", "test"):
             have = len(concept_names(part, self.test_every))
@@ -82,7 +92,7 @@ class ProntoQATaskConfig(Seq2SeqTaskConfig):
 
     def raw(self) -> dict[str, tuple[Row, ...]]:
         return _rows(self.n_train, self.n_test, self.seed, self.test_seed, self.min_hops, self.max_hops,
-                     self.depth, self.distractors, self.test_every, self.proof)
+                     self.depth, self.distractors, self.test_every, self.proof, self.test_split)
 
     def eval_sources(self) -> dict[str, str]:
         return {"train": "train", "test": "test"}
@@ -98,7 +108,8 @@ class ProntoQATaskConfig(Seq2SeqTaskConfig):
         from ..seq2seq.encoding import SPECIALS
 
         depth = self.depth or self.max_hops
-        words = words_seen(self.n_train, "train", self.seed, self.min_hops, self.max_hops, self.depth,
+        part = "all" if self.test_split == "iid" else "train"   # the training set's name pool
+        words = words_seen(self.n_train, part, self.seed, self.min_hops, self.max_hops, self.depth,
                            self.distractors, self.test_every)
         prompt, target = prompt_words(depth, self.distractors), target_words(depth, self.proof)
         max_new = self.max_new_tokens or target + 1
