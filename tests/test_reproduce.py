@@ -97,3 +97,44 @@ def test_list_is_quick_never_prints_nan_states_its_rates_and_downloads_nothing(c
     assert "journal-fig6" in out and "compute not estimated (model.arch 'concept_unet'" in out
     assert "journal-fig7a" in out     # its files: read before in this process, or "needs the dataset files here"
     assert took < 20          # was a minute (it generated the PrOntoQA sets to size their vocabularies)
+
+
+LIST_IN_SUBPROCESS = """
+import contextlib, io, sys
+{preload}
+from anchorlab.cli import main
+buf = io.StringIO()
+with contextlib.redirect_stdout(buf):
+    assert main(["reproduce", "--list"]) == 0
+print(sorted(m for m in ("torch", "pandas", "matplotlib") if m in sys.modules))
+print(buf.getvalue(), end="")
+"""
+
+
+def _list_in_subprocess(tmp_path, preload: str = "") -> tuple[str, str]:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ANCHORLAB_DATA_DIR": str(tmp_path / "empty"), "ANCHORLAB_CACHE": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, "-c", LIST_IN_SUBPROCESS.format(preload=preload)], capture_output=True,
+                       text=True, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    loaded, _, out = r.stdout.partition("\n")
+    return loaded, out
+
+
+def test_list_imports_neither_torch_nor_pandas_and_prints_what_it_printed_with_them(tmp_path):
+    loaded, out = _list_in_subprocess(tmp_path)
+    assert loaded == "[]"                        # torch, pandas, matplotlib: none imported by --list
+    loaded_all, out_all = _list_in_subprocess(tmp_path, preload="import torch, pandas")
+    assert loaded_all == "['pandas', 'torch']"
+    assert out == out_all                        # the same listing as with the heavy modules loaded
+    assert out.startswith(f"{len(FIGURES)} figures; runs and estimated training compute per scale")
+    lines = out.splitlines()
+    for fid, fig in FIGURES.items():
+        i = next(k for k, line in enumerate(lines) if line.startswith(f"{fid} "))
+        scales = [line.split()[0] for line in lines[i + 1:i + 1 + len(fig.sweeps)]]
+        assert scales == [s for s in ("cpu", "paper") if s in fig.sweeps], fid
+    assert "1134 runs" in out and "h on this CPU" in out and "h on one GPU" in out
+    assert "nan" not in out.lower()

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..config import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PHASE_LABELS = ("1", "2n", "2c", "2", "3")
 
@@ -59,6 +60,8 @@ class PhaseThresholds:
 
 
 def _nan(v: Any) -> bool:
+    import pandas as pd
+
     return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
@@ -86,6 +89,8 @@ def classify_phases(table: pd.DataFrame, thresholds: PhaseThresholds = PhaseThre
 
     ``comm_col`` may be absent (phase 2 is then labelled ``"2"``).
     """
+    import pandas as pd
+
     for col in (id_col, ood_col):
         if col not in table.columns:
             raise ConfigError(f"classify_phases: column {col!r} not in table; columns: "

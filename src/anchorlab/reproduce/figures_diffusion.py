@@ -23,12 +23,15 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ..sweep.results import finals
 from .registry import Claim, Figure, Made, register
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 UNSEEN = ("010", "011")
@@ -43,6 +46,8 @@ def setting_of(scheme: str, gamma: float) -> str:
 
 def runs_table(runs: list[dict]) -> pd.DataFrame:
     """One row per run: setting, scheme, gamma, seeds, status, steps, wall time and every final metric."""
+    import pandas as pd
+
     rows = []
     for f in runs:
         c = f["config"]
@@ -61,6 +66,8 @@ def runs_table(runs: list[dict]) -> pd.DataFrame:
 
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per setting (default first, then increasing gamma): mean / min / max over seeds of the headline numbers."""
+    import pandas as pd
+
     cols = [HEADLINE, *BESIDE] + [f"{k}_acc_{n}" for n in UNSEEN for k in ("all", "shape", "size", "color")]
     cols += ["ood_shape_acc", "id_all_acc", "ood_all_acc", "id_denoise_loss", "ood_denoise_loss"]
     cols += [f"object_rate_{n}" for n in UNSEEN] + ["wall_seconds"]
@@ -77,6 +84,8 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def per_node_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per setting and node: the fraction of samples with each concept right (mean over seeds)."""
+    import pandas as pd
+
     from ..tasks.concepts.render import NODES, describe
 
     rows = []

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..sweep.results import finals
 from .registry import Claim, Figure, Made, register
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NAMES = {"python_stdlib": "code", "python_stdlib+python_docs": "code+prose",
          "RedPajamaGithub": "GitHub", "RedPajamaGithub+RedPajamaWikipedia": "GitHub+Wikipedia"}
@@ -25,6 +27,8 @@ def _composition(task: dict) -> str:
 def lm_tables(runs: list[dict]) -> dict[str, pd.DataFrame]:
     """``finals``: one row per run (composition, gamma, seed, final/best val perplexity, tokens seen, steps,
     status, wall seconds); ``curves``: one row per evaluation (tokens seen = step x batch x seq_len)."""
+    import pandas as pd
+
     rows, curves = [], []
     for f in runs:
         c = f["config"]
@@ -58,6 +62,8 @@ def summary(finals_df: pd.DataFrame) -> pd.DataFrame:
 
 
 def make_fig7d(sweep_dir: Path, out: Path, scale: str) -> Made:
+    import pandas as pd
+
     from ..plots.lm import plot_perplexity_curves
     from ..plots.save import save_figure
 

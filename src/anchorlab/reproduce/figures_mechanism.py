@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING, Sequence
 
 from ..sweep.results import finals
 from .registry import Claim, Figure, Made, register
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _label(f: dict) -> str:

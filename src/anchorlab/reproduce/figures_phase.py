@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .registry import Claim, Figure, Made, register, value
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _cells(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -119,6 +121,8 @@ def make_fig5c(sweep_dir: Path, out: Path, scale: str) -> Made:
 
 
 def _phase_rank_corr(t: pd.DataFrame) -> float:
+    import pandas as pd
+
     num = pd.to_numeric(t["phase"].astype(str).str[0], errors="coerce")
     ok = num.notna() & t["stable_rank"].notna()
     if ok.sum() < 3 or num[ok].nunique() < 2:
@@ -138,6 +142,8 @@ register(Figure(
 
 # ------------------------------------------------------------------ journal Fig. 10
 def make_fig10(sweep_dir: Path, out: Path, scale: str) -> Made:
+    import pandas as pd
+
     from ..analysis.condensation import condensation_order, condensation_scores, cosine_matrix
     from ..plots.save import save_figure
     from ..plots.sweep import plot_matrix_grid

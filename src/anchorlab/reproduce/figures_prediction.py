@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..sweep.results import finals
 from .registry import Claim, Figure, Made, register
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 LOSS_THRESHOLD = 5e-2
 PAIR_THRESHOLD = 0.6
@@ -24,6 +26,8 @@ PAIR_THRESHOLD = 0.6
 
 def speed_tables(runs: list[dict]) -> dict[str, pd.DataFrame]:
     """The tables of the module docstring from final.json dicts of a prediction sweep."""
+    import pandas as pd
+
     from ..analysis.speed import (complexity_slowdown, pair_fit_speed, rule_violating_pairs, speed_table,
                                   suspect_report, summarize_speed)
     from ..config import from_dict

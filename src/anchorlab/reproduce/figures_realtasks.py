@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..sweep.results import finals
 from .registry import Claim, Figure, Made, register
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SETTING_NAMES = {True: "small init + large wd", False: "large init + small wd"}
 
@@ -48,6 +50,8 @@ def finals_table(runs: list[dict]) -> pd.DataFrame:
     rate of the sweep, "large init + small wd" for the others; a sweep that also varies weight decay
     on its own adds the two off-diagonal cells.
     """
+    import pandas as pd
+
     rows = []
     for f in runs:
         c = f["config"]

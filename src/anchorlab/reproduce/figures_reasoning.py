@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .figures_realtasks import SETTING_NAMES, knob_effect, setting_names
 from ..sweep.results import finals
 from .registry import Claim, Figure, Made, register
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PRONTOQA_THRESHOLD = 0.99   # train label accuracy that counts as converged (the sweeps' stop rule)
 
@@ -17,6 +19,8 @@ PRONTOQA_THRESHOLD = 0.99   # train label accuracy that counts as converged (the
 # --------------------------------------------------------------------------- Fig. 7C
 def addition_runs(runs: list[dict]) -> pd.DataFrame:
     """One row per addition run: arch, setting, gamma, weight decay, seed, status, steps, final metrics."""
+    import pandas as pd
+
     rows = []
     for f in runs:
         c = f["config"]
@@ -34,6 +38,8 @@ def addition_runs(runs: list[dict]) -> pd.DataFrame:
 def make_addition(sweep_dir: Path, out: Path, scale: str) -> Made:
     """Runs table, every run's (a, b) grid decoded from its final weights, accuracy per split, and the
     heatmaps (one panel per arch x setting, mean over seeds)."""
+    import pandas as pd
+
     from ..analysis.reasoning import grid_mean, split_summary
     from ..plots.save import save_figure
     from ..plots.reasoning import plot_addition_heatmaps

@@ -18,11 +18,12 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
-Tables = dict[str, pd.DataFrame]
+Tables = dict[str, "pd.DataFrame"]
 Made = tuple[Tables, dict[str, Path]]
 
 
@@ -65,6 +66,8 @@ def register(fig: Figure) -> Figure:
 def value(table: pd.DataFrame, column: str, where: Mapping[str, Any] | Callable[[pd.DataFrame], Any] = (),
           how: str = "mean") -> float:
     """One number from a table: ``column`` over the rows matching ``where`` (mean/min/max); NaN if none."""
+    import pandas as pd
+
     t = table
     if callable(where):
         t = t[where(t)]

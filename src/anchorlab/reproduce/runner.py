@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..config import ConfigError
 from ..datasets import DownloadError, no_downloads
 from ..io import atomic_write, write_text
 from .estimate import ASSUMPTIONS, describe_compute, sweep_compute
 from .registry import FIGURES, Figure
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 SCALES = ("cpu", "paper")
@@ -88,6 +89,8 @@ def describe_figures(scale: str | None = None, workers: int = 2) -> str:
 
 
 def claims_table(fig: Figure, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    import pandas as pd
+
     rows = []
     for c in fig.claims:
         try:

@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..config import ConfigError
 from ..eval.definitions import metric_definition
 from ..eval.phases import PhaseThresholds, classify_phases
 from ..metric_order import lower_is_better
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 AXIS_PREFIXES = ("task.", "model.", "init.", "optim.", "train.")
 DONE_OK = ("finished", "stopped_early")
@@ -118,6 +119,8 @@ def runs_table(df: pd.DataFrame, source: str = "best", axes: Sequence[str] | Non
 
     Runs without metrics of kind ``source`` (failed, pending) keep a row of NaN.
     """
+    import pandas as pd
+
     for col in ("run_id", "status", "kind", "metric", "value"):
         if col not in df.columns:
             raise ConfigError(f"runs_table: column {col!r} missing; pass the long table of "
@@ -150,6 +153,8 @@ def aggregate(df: pd.DataFrame, options: AggregateOptions = AggregateOptions(),
     """Per cell of the non-selected, non-seed axes: ``<metric>`` (mean over seeds), ``<metric>_std``
     (sample std, NaN with one seed), ``n_seeds`` (seeds with a successful run), ``n_runs``, ``n_failed``.
     """
+    import pandas as pd
+
     o = options
     runs = runs_table(df, o.source, axes, metrics)
     axes = runs.attrs["axes"]

@@ -28,14 +28,16 @@ import itertools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-import pandas as pd
 import yaml
 
 from ..config import (ConfigError, ExperimentConfig, apply_overrides, experiment_from_dict, load_yaml, resolve_named,
                       set_dotted)
 from .aggregate import AggregateOptions
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -283,4 +285,6 @@ def expand(spec: "SweepSpec | Mapping[str, Any] | str | Path") -> list[RunSpec]:
 
 def runs_frame(runs: Sequence[RunSpec]) -> pd.DataFrame:
     """Runs -> DataFrame with ``run_id``, one column per axis key, and each run's peak learning rate."""
+    import pandas as pd
+
     return pd.DataFrame([{"run_id": r.run_id, **r.values, "peak_lr": r.config.optim.peak} for r in runs])

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import yaml
 
 from ..config import ConfigError
 from ..eval.definitions import metric_definition
 from .aggregate import AggregateOptions, aggregate, phase_diagram
 from .store import ResultStore, stored_task
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COMPLETED = ("finished", "stopped_early", "diverged")
 

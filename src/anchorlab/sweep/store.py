@@ -25,12 +25,13 @@ import math
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from ..config import ConfigError
 from .grid import RunSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +256,8 @@ class ResultStore:
 
     def runs_frame(self, run_ids: Iterable[str] | None = None, config: bool = False) -> pd.DataFrame:
         """One row per run: the runs table (``config``/``versions`` JSON only if ``config``)."""
+        import pandas as pd
+
         cols = [c for c in self._columns() if config or c not in ("config", "versions")]
         q = f"SELECT {', '.join(_q(c) for c in cols)} FROM runs"
         args: list[Any] = []
@@ -273,6 +276,8 @@ class ResultStore:
         kind, step, metric, value. A run without metrics of these kinds (failed, pending) keeps one
         row with kind/step/metric/value missing.
         """
+        import pandas as pd
+
         for k in kinds:
             if k not in KINDS:
                 raise ConfigError(f"kinds: each must be one of {', '.join(KINDS)}, got {k!r}")

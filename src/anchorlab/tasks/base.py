@@ -25,15 +25,29 @@ under ``vmap``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol, runtime_checkable
 
-import pandas as pd
-import torch
+if TYPE_CHECKING:  # imported where used, so a task's config module can be read without torch
+    import pandas as pd
+    import torch
 
-Batch = dict[str, torch.Tensor]
-Forward = Callable[..., torch.Tensor]
+Batch = dict[str, "torch.Tensor"]
+Forward = Callable[..., "torch.Tensor"]
+
+
+def no_grad(fn: Callable) -> Callable:
+    """``@torch.no_grad()`` for a function of a module that must import without torch (a task module whose
+    config is read by ``anchorlab reproduce --list``): torch is imported on the first call."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 @dataclass
@@ -116,6 +130,8 @@ def stack_batches(batches: list[Batch]) -> Batch:
     Zero must be neutral for the task's loss (pad token 0 with loss mask 0),
     which holds for every task whose data is right-padded.
     """
+    import torch
+
     out: Batch = {}
     for k in batches[0]:
         ts = [b[k] for b in batches]

@@ -24,14 +24,18 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-import torch
 
 from ...config.base import ConfigError, check_choice, check_range
+from ..base import no_grad
 from .encoding import Vocab, decode
 from .task import Row, Seq2SeqTask, Seq2SeqTaskConfig
+
+if TYPE_CHECKING:  # imported where used: the config (read by `reproduce --list`) needs neither
+    import pandas as pd
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -146,13 +150,15 @@ class AdditionTask(Seq2SeqTask):
     name = "addition"
 
 
-@torch.no_grad()
+@no_grad
 def grid_predictions(model: torch.nn.Module, cfg: AdditionTaskConfig, batch_size: int = 1024,
                      device: torch.device | str = "cpu", cached: bool = True) -> pd.DataFrame:
     """Greedy answers to all N*N problems, one row per (a, b): ``split`` (train / id / ood; ``train``
     also for training problems a ``train_size`` subset left out), ``target``, ``prediction`` (<NA> when
     the output is not a digit sequence) and ``correct``. Decodes with the model's key/value cache
     (``cached=False``: the reference decoder, for any causal ``tokens -> logits`` module)."""
+    import pandas as pd
+
     raw = cfg.raw()
     vocab = Vocab.from_pairs((a, b) for a, b, _ in raw["train"])
     split = split_problems(cfg.square_min, cfg.square_max, cfg.id_fraction, cfg.split_seed)

@@ -22,13 +22,14 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
-
-import pandas as pd
+from typing import TYPE_CHECKING, NamedTuple
 
 from ...config.base import ConfigError, check_choice
 from ...datasets import REGISTRY, default_data_dir, fetch_known
 from .task import EvalSet, Row, Seq2SeqTask, Seq2SeqTaskConfig
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,8 @@ def cogs_accuracy(records: Sequence[CogsRecord], predictions: Sequence[str],
     ``predictions[i]`` is compared with ``records[i].lf`` after whitespace
     normalisation.
     """
+    import pandas as pd
+
     if len(records) != len(predictions):
         raise ConfigError(f"predictions: need one per record ({len(records)}), got {len(predictions)}")
     df = pd.DataFrame({

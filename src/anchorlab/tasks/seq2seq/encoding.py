@@ -23,18 +23,20 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
 
 from ...config.base import ConfigError
+from ..base import no_grad
+
+if TYPE_CHECKING:  # imported where used: the task configs beside this module are read without torch
+    import torch
 
 log = logging.getLogger(__name__)
 
 PAD, UNK, SEP, EOS = "<pad>", "<unk>", "<sep>", "<eos>"
 SPECIALS = (PAD, UNK, SEP, EOS)  # ids 0, 1, 2, 3
 
-ModelFn = Callable[[torch.Tensor], torch.Tensor]  # tokens (B, T) -> logits (B, T, V)
+ModelFn = Callable[["torch.Tensor"], "torch.Tensor"]  # tokens (B, T) -> logits (B, T, V)
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,8 @@ def encode_pairs(pairs: Sequence[tuple[str, str]], vocab: Vocab,
     T is ``max_len`` if given (a row longer than it raises ConfigError), else
     the longest row.
     """
+    import torch
+
     rows, prompt_lens = [], []
     for src, tgt in pairs:
         p = vocab.encode(src) + [vocab.sep_id]
@@ -147,13 +151,15 @@ def masked_lm_loss(logits: torch.Tensor, tokens: torch.Tensor, loss_mask: torch.
     logits (N, T, V), tokens (N, T), loss_mask (N, T) bool -> scalar. Logits at
     masked-out positions (inputs, padding, the last position) do not matter.
     """
+    import torch.nn.functional as F
+
     lg, tgt, m = _shifted(logits, tokens, loss_mask)
     if not bool(m.any()):
         raise ConfigError("loss_mask: selects no positions")
     return F.cross_entropy(lg[m].float(), tgt[m])
 
 
-@torch.no_grad()
+@no_grad
 def token_accuracy(logits: torch.Tensor, tokens: torch.Tensor, loss_mask: torch.Tensor) -> float:
     """Teacher-forced accuracy: fraction of loss-mask positions whose argmax is the next token."""
     lg, tgt, m = _shifted(logits, tokens, loss_mask)
@@ -176,7 +182,7 @@ def exact_match(predictions: Sequence[str], targets: Sequence[str]) -> float:
     return sum(normalize(p) == normalize(t) for p, t in zip(predictions, targets)) / len(targets)
 
 
-@torch.no_grad()
+@no_grad
 def decode(model: torch.nn.Module | ModelFn, prompts: Sequence[str], vocab: Vocab, max_new_tokens: int,
            batch_size: int = 256, device: torch.device | str | None = None, cached: bool = True) -> list[str]:
     """Greedy output strings for ``prompts`` (each encoded as ``[tokens] <sep>``), stopping at ``<eos>``.

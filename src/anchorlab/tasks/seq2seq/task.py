@@ -21,13 +21,17 @@ import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from ...config.base import ConfigError, check_range
 from ...config.experiment import TaskConfig
-from ..base import EvalResult, Forward, Task, TensorData
+from ..base import EvalResult, Forward, Task, TensorData, no_grad
 from .encoding import EncodedPairs, Vocab, decode, encode_pairs, exact_match, masked_lm_loss
+
+if TYPE_CHECKING:  # imported where used: the task configs (read by `reproduce --list`) need no torch
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +158,7 @@ def cap(rows: Sequence[Row], n: int) -> list[Row]:
     return [rows[i] for i in sorted(chosen)]
 
 
-@torch.no_grad()
+@no_grad
 def teacher_forced_accuracy(model: torch.nn.Module, enc: EncodedPairs, batch_size: int = 256,
                             device: torch.device | str = "cpu", vocab_size: int | None = None) -> float:
     """Fraction of loss-mask positions (output tokens and <eos>) predicted right, teacher forced.
@@ -162,6 +166,8 @@ def teacher_forced_accuracy(model: torch.nn.Module, enc: EncodedPairs, batch_siz
     Rows run in batches of similar length, trimmed to their longest row;
     ``vocab_size`` restricts the argmax to real tokens.
     """
+    import torch
+
     lengths = (enc.tokens != 0).sum(1)
     order = torch.argsort(lengths, stable=True)
     correct = total = 0
@@ -194,6 +200,8 @@ class Seq2SeqTask(Task):
     # ---- data
     def data(self, seed: int) -> Seq2SeqData:
         """Vocabulary, training subset (seeded) and capped eval sets (built once per seed)."""
+        import torch
+
         if self._data is not None and (self._data_seed in (None, seed)):
             return self._data
         cfg = self.cfg
@@ -236,7 +244,7 @@ class Seq2SeqTask(Task):
         """Family-specific metrics of eval set ``name`` (e.g. COGS per generalization type)."""
         return {}
 
-    @torch.no_grad()
+    @no_grad
     def evaluate(self, model: torch.nn.Module, eval_data: Seq2SeqData, device: torch.device | str = "cpu",
                  cached: bool = True) -> EvalResult:
         """Metrics of every eval set; table ``predictions`` (set, input, target, prediction, correct).
@@ -337,6 +345,8 @@ class PairsTask(Seq2SeqTask):
 
         The run id cannot describe such data: use a fresh run directory per data set.
         """
+        import torch
+
         vocab = Vocab.from_pairs(train_pairs)
         evals = {k: EvalSet(list(v), [""] * len(v), encode_pairs(v, vocab)) for k, v in (eval_pairs or {}).items()}
         every = list(train_pairs) + [p for v in (eval_pairs or {}).values() for p in v]
