@@ -7,9 +7,12 @@ The public API (stable for notebooks and scripts)::
     cfg = load_config("demo/small", ["init.gamma=0.6"])      # preset or YAML + dotted overrides
     run = train(cfg, "runs/small")                            # RunResult(model, task, cfg, final, run_dir)
     result = evaluate(run)                                    # EvalResult(metrics, tables)
+    tokens = run.task.eval_data(cfg.train.data_seed)[((4, 3), "test")].tokens   # (N, 9): the held-out pair
     logits, cache = run.model.run_with_cache(tokens)          # every tensor by hook name
-    table = apply_init_rate(any_torch_module, gamma=0.7, seed=0)
-    df = run_sweep("src/anchorlab/sweeps/fig2_cpu.yaml", "runs/fig2")
+    table = apply_init_rate(torch.nn.Linear(16, 4), gamma=0.7, seed=0)   # any torch module
+    df = run_sweep("fig2_cpu", "runs/fig2")
+
+(README.md has a version of this that runs as pasted in under a minute.)
 
 Names are imported on first use, so ``import anchorlab`` stays light and never
 touches a plotting backend.
