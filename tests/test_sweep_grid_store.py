@@ -215,3 +215,10 @@ def test_runs_frame_lists_axes_and_each_runs_peak_lr():
     assert list(df.columns) == ["run_id", "init.gamma", "optim.lr", "peak_lr"] and len(df) == 4
     mult = expand(spec_dict())[0].config.optim.warmup_multiplier
     assert sorted(set(df.peak_lr)) == pytest.approx([1e-4 * mult, 2e-4 * mult])
+
+
+def test_a_bundled_sweep_loads_by_its_preset_name_as_by_its_path():
+    from anchorlab.sweep.grid import SWEEP_DIR, expand
+
+    by_name = [r.run_id for r in expand("fig2_cpu")]
+    assert by_name and by_name == [r.run_id for r in expand(SWEEP_DIR / "fig2_cpu.yaml")]

@@ -226,14 +226,14 @@ def sweep_from_dict(data: Mapping[str, Any], spec_dir: str | Path | None = None)
 
 
 def load_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path") -> SweepSpec:
-    """A :class:`SweepSpec`, a mapping, or a YAML file path -> :class:`SweepSpec`."""
+    """A :class:`SweepSpec`, a mapping, a YAML file path or a bundled preset name -> :class:`SweepSpec`."""
     if isinstance(spec, SweepSpec):
         return spec
     if isinstance(spec, Mapping):
         return sweep_from_dict(spec)
     path = Path(spec)
     if not path.is_file():
-        raise ConfigError(f"sweep spec {str(spec)!r}: no such file")
+        path = resolve_sweep(spec)   # a preset name, e.g. fig2_cpu; ConfigError naming the choices if unknown
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
