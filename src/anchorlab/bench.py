@@ -24,7 +24,6 @@ the bf16 peak at the paper shape) are printed as met / not met, never asserted.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -36,9 +35,8 @@ import torch
 from .config import ExperimentConfig, ModelConfig, load_config
 from .tasks.base import build_task
 from .train.optim import make_optimizer
-from .train.allocator import retain_freed_memory
 from .train.precision import CpuMatrixUnits, Precision, autocast, cpu_matrix_units
-from .train.run import init_model
+from .train.run import init_model, numerics
 from .train.single import train_step
 
 log = logging.getLogger(__name__)
@@ -120,11 +118,11 @@ def measure_peaks(shapes: Sequence[str], precisions: Sequence[str], clock: Calla
     return pd.DataFrame(rows)
 
 
-def shape_config(name: str, amp: str) -> ExperimentConfig:
+def shape_config(name: str, amp: str, extra: Sequence[str] = ()) -> ExperimentConfig:
     if name not in SHAPES:
         raise ValueError(f"--shapes: unknown shape {name!r}; choose from {', '.join(SHAPES)}")
     preset, over = SHAPES[name]
-    return load_config(preset, [*over, f"train.amp={amp}"])
+    return load_config(preset, [*over, f"train.amp={amp}", *extra])
 
 
 @dataclass
@@ -278,11 +276,9 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
     steps = {"demo": 20, "paper": 4, **(steps or {})}
     tick = clock_fn(clock)
     units = cpu_matrix_units()
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    if malloc_retain:
-        retain_freed_memory()
-    with _flush_denormal():
+    # the run's own numeric switches (threads, flush-to-zero, malloc_retain), restored after
+    switches = shape_config(shapes[0], "none", (f"train.threads={threads}", f"train.malloc_retain={malloc_retain}"))
+    with numerics(switches, torch.device("cpu")):
         peaks = measure_peaks(shapes, precisions, tick, min_seconds)
         peak = peaks.groupby("precision").gflops.max().to_dict()
         rows, profiles = [], {}
@@ -302,26 +298,12 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
                              "optimizer_ms": 1e3 * t.optimizer, "page_faults_per_step": t.page_faults})
                 if prof is not None:
                     profiles[(name, p)] = prof
-    torch.set_num_threads(old_threads)
     steps_df = pd.DataFrame(rows)
     if len(steps_df):
         base = steps_df[steps_df.precision == "fp32"].set_index("shape").ms_per_step
         steps_df["speedup_vs_fp32"] = [base.get(s, float("nan")) / ms
                                        for s, ms in zip(steps_df["shape"], steps_df.ms_per_step)]
     return BenchResult(units, threads, clock, peaks, steps_df, profiles, malloc_retain)
-
-
-@contextlib.contextmanager
-def _flush_denormal():
-    """Flush denormals as training does on CPU (restored after)."""
-    from .train.run import flush_denormal
-
-    old = flush_denormal()
-    torch.set_flush_denormal(True)
-    try:
-        yield
-    finally:
-        torch.set_flush_denormal(old)
 
 
 def format_result(r: BenchResult) -> str:
