@@ -15,7 +15,8 @@ With ``pair = (4, 3)`` the held-out pair and ``mirror = (3, 4)`` its trained mir
 - ``attn/l0_last_to_anchors_pair`` / ``attn/l0_last_to_anchors_trained``: in layer 0, the
   attention weight of the last position to the first anchor plus that to the second anchor
   (the mass on both anchors, in [0, 1]), averaged over heads and over the inputs of ``pair``
-  (its two key-split groups) / of every trained pair's ``train`` group. Only inputs whose key
+  (its two key-split groups) / the first ``n_per_group`` (64) inputs of every trained pair's
+  ``train`` group. Only inputs whose key
   position is at most ``seq_len - 4`` count, so the last position is a filler, never an anchor.
 - ``cond/wq0_<score>`` and ``cond/win0_<score>``: :func:`.condensation.condensation_scores` of
   ``blocks.0.attn.W_Q.weight`` (unsigned) and ``blocks.0.mlp.W_in.weight`` (signed) for the
@@ -92,9 +93,12 @@ def pair_inputs(task: AnchorTask, eval_data: Groups, pair: tuple[int, int] = PAI
     return _cat(groups)
 
 
-def trained_inputs(task: AnchorTask, eval_data: Groups) -> AnchorData:
-    """The ``train`` key-split evaluation group of every trained pair, concatenated."""
+def trained_inputs(task: AnchorTask, eval_data: Groups, n_per_group: int | None = 64) -> AnchorData:
+    """The first ``n_per_group`` inputs (all if None) of the ``train`` key-split evaluation group of
+    every trained pair, concatenated."""
     groups = [eval_data[(p, "train")] for p in task.trained_pairs if (p, "train") in eval_data]
+    groups = [AnchorData(*(getattr(g, f)[:n_per_group] for f in ("tokens", "targets", "pair", "key", "key_pos")))
+              for g in groups]
     if not groups:
         raise ConfigError("eval_data: no 'train' group of any trained pair")
     return _cat(groups)
@@ -203,16 +207,18 @@ def weight_features(params: Mapping[str, torch.Tensor] | torch.nn.Module) -> dic
 
 
 def run_features(model: torch.nn.Module, task: AnchorTask, eval_data: Groups, train_data: AnchorData | None = None,
-                 pair: tuple[int, int] = PAIR, n_grad: int = 512) -> dict[str, float]:
+                 pair: tuple[int, int] = PAIR, n_grad: int = 512, n_per_group: int | None = 64) -> dict[str, float]:
     """Every predictor of one model state as ``{feature: float}`` (keys: the module docstring).
 
     ``eval_data``: :meth:`AnchorTask.eval_data` groups (pair, split) -> :class:`AnchorData`;
-    ``train_data``: the training set, for ``grad/cos_mirror_rest`` (left out when None).
+    ``train_data``: the training set, for ``grad/cos_mirror_rest`` (left out when None); ``n_grad``:
+    rows per side of :func:`gradient_alignment`; ``n_per_group``: inputs per trained pair for
+    ``attn/l0_last_to_anchors_trained``.
     """
     with torch.no_grad():
         out = anchor_embedding_features(model.embed.weight, task, pair)
         out["attn/l0_last_to_anchors_pair"] = last_to_anchor_attention(model, pair_inputs(task, eval_data, pair))
-        out["attn/l0_last_to_anchors_trained"] = last_to_anchor_attention(model, trained_inputs(task, eval_data))
+        out["attn/l0_last_to_anchors_trained"] = last_to_anchor_attention(model, trained_inputs(task, eval_data, n_per_group))
         out.update(weight_features(model))
     out["margin/pair"] = logit_margin(model, task, pair_inputs(task, eval_data, pair), pair)
     if train_data is not None:
