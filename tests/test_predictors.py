@@ -226,3 +226,29 @@ def test_callback_logs_predictors_during_training(tmp_path, tiny_overrides):
     got = features_at_fractions(tmp_path / "run", (0.0, 0.5, 1.0))
     assert list(got.step) == [0, 4, 8] and got.at_fraction.tolist() == [0.0, 0.5, 1.0]
     assert got.loc[0, "embed/cos_pair"] == rows[0]["pred/embed/cos_pair"]
+
+
+def test_stacked_training_logs_the_same_predictors_as_single_runs(tmp_path, tiny_overrides):
+    from anchorlab.train import train
+    from anchorlab.train.stacked import train_stack
+
+    sets = tiny_overrides + ["train.epochs=0.25", "train.log_predictors=true"]
+    cfgs = [load_config("demo/small", sets + [f"train.init_seed={s}"]) for s in (0, 1)]
+    stacked = train_stack(cfgs, [tmp_path / f"s{i}" for i in range(2)])
+    single = train(cfgs[1], tmp_path / "single").final
+    h_stack, h_single = stacked[1]["history"][0], single["history"][0]
+    keys = [k for k in h_single if k.startswith("pred/")]
+    assert len(keys) > 15 and set(keys) <= set(h_stack)
+    assert stacked[0]["history"][0]["pred/embed/cos_pair"] != h_stack["pred/embed/cos_pair"]
+    for k in keys:
+        assert h_stack[k] == pytest.approx(h_single[k], rel=1e-4, abs=1e-6), k
+
+
+def test_errors_name_what_is_missing(tmp_path):
+    from anchorlab.config import ConfigError
+
+    with pytest.raises(ConfigError, match="missing columns"):
+        auc_table(pd.DataFrame({"y": [True]}), "y", ["f"], "at")
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 0, "id_acc": 0.1}) + "\n")
+    with pytest.raises(ConfigError, match="log_predictors"):
+        features_at_fractions(tmp_path)
