@@ -226,6 +226,10 @@ def test_callback_logs_predictors_during_training(tmp_path, tiny_overrides):
     got = features_at_fractions(tmp_path / "run", (0.0, 0.5, 1.0))
     assert list(got.step) == [0, 4, 8] and got.at_fraction.tolist() == [0.0, 0.5, 1.0]
     assert got.loc[0, "embed/cos_pair"] == rows[0]["pred/embed/cos_pair"]
+    at_init = P.features_at_init(cfg)           # the step-0 model is a function of the config
+    assert set(at_init) == {k[len("pred/"):] for k in rows[0] if k.startswith("pred/")}
+    for k, v in at_init.items():
+        assert v == pytest.approx(rows[0][f"pred/{k}"], rel=1e-6, abs=1e-9), k
 
 
 def test_stacked_training_logs_the_same_predictors_as_single_runs(tmp_path, tiny_overrides):

@@ -226,6 +226,19 @@ def run_features(model: torch.nn.Module, task: AnchorTask, eval_data: Groups, tr
     return out
 
 
+def features_at_init(cfg, n_grad: int = 512, n_per_group: int | None = 64) -> dict[str, float]:
+    """:func:`run_features` of the step-0 model of the run ``cfg`` names (an :class:`ExperimentConfig`):
+    the init is a function of the config (``train.init_seed``), so a finished run's step-0 features need
+    no checkpoint. Uses the run's data seed for the evaluation and training data."""
+    from ..tasks.base import build_task
+    from ..train import init_model
+
+    task = build_task(cfg.task)
+    model = init_model(cfg)[0]
+    seed = cfg.train.data_seed
+    return run_features(model, task, task.eval_data(seed), task.train_data(seed), PAIR, n_grad, n_per_group)
+
+
 class PredictorCallback:
     """Logs :func:`run_features` (keys prefixed ``pred/``) at each evaluation; ``train.log_predictors``.
 
@@ -246,6 +259,6 @@ class PredictorCallback:
     def __call__(self, step: int, model: torch.nn.Module) -> dict[str, float]:
         if not self.active:
             return {}
-        data = self.eval_data if self.eval_data is not None else self.task.eval_data(0)
+        data = self.eval_data if self.eval_data is not None else self.task.eval_data(0)   # data seed 0 if not given
         feats = run_features(model, self.task, data, self.train_data, self.pair, self.n_grad)
         return {f"pred/{k}": v for k, v in feats.items()}
