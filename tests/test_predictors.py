@@ -256,3 +256,4 @@ def test_errors_name_what_is_missing(tmp_path):
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 0, "id_acc": 0.1}) + "\n")
     with pytest.raises(ConfigError, match="log_predictors"):
         features_at_fractions(tmp_path)
+    assert P.PredictorCallback(object())(0, None) == {}     # not the anchor task: nothing logged

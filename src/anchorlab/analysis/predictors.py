@@ -37,9 +37,8 @@ import logging
 from collections.abc import Mapping, Sequence
 
 import torch
-import torch.nn.functional as F
 
-from ..config import ConfigError
+from ..config import ConfigError, ExperimentConfig
 from ..tasks.anchor import AnchorData, AnchorTask
 from .attention import attention_patterns
 from .condensation import condensation_scores
@@ -226,7 +225,7 @@ def run_features(model: torch.nn.Module, task: AnchorTask, eval_data: Groups, tr
     return out
 
 
-def features_at_init(cfg, n_grad: int = 512, n_per_group: int | None = 64) -> dict[str, float]:
+def features_at_init(cfg: ExperimentConfig, n_grad: int = 512, n_per_group: int | None = 64) -> dict[str, float]:
     """:func:`run_features` of the step-0 model of the run ``cfg`` names (an :class:`ExperimentConfig`):
     the init is a function of the config (``train.init_seed``), so a finished run's step-0 features need
     no checkpoint. Uses the run's data seed for the evaluation and training data."""
@@ -243,7 +242,7 @@ class PredictorCallback:
     """Logs :func:`run_features` (keys prefixed ``pred/``) at each evaluation; ``train.log_predictors``.
 
     Built by the run lifecycle as ``PredictorCallback(task, train_data, eval_data)`` and called as
-    ``cb(step, model) -> {metric: float}``. A task without the anchor pair rules logs nothing.
+    ``cb(step, model) -> {metric: float}``. A task without a held-out ``pair`` whose mirror is trained logs nothing.
     """
 
     def __init__(self, task: AnchorTask, train_data: AnchorData | None = None, eval_data: Groups | None = None,
@@ -252,9 +251,11 @@ class PredictorCallback:
         require("scipy.cluster.hierarchy", "train.log_predictors (condensation clustering)")
         self.task, self.train_data, self.pair, self.n_grad = task, train_data, tuple(pair), n_grad
         self.eval_data = eval_data
-        self.active = isinstance(task, AnchorTask) and self.pair in task.held_out_pairs
+        self.active = (isinstance(task, AnchorTask) and self.pair in task.held_out_pairs
+                       and task.hypotheses(self.pair)["symmetric"] is not None)
         if not self.active:
-            log.warning("train.log_predictors: task has no held-out pair %s; no predictors are logged", self.pair)
+            log.warning("train.log_predictors: the task has no held-out pair %s with a trained mirror; "
+                        "no predictors are logged", self.pair)
 
     def __call__(self, step: int, model: torch.nn.Module) -> dict[str, float]:
         if not self.active:
