@@ -4,7 +4,7 @@
 names its config dataclass and its implementation as ``"module:attribute"``
 strings, imported only when used, so reading a config never imports a task's
 heavy dependencies and no module imports the task packages at import time.
-:data:`CALLBACKS` names the callbacks a config switches on (``train.log_complexity``)
+:data:`CALLBACKS` names the callbacks a config switches on (``train.log_complexity``, ``train.log_predictors``)
 the same way, so the training loop never imports the analyses that implement them.
 
 A new task family adds one line to :data:`TASKS` (or calls :func:`register_task`
@@ -51,6 +51,8 @@ MODELS: dict[str, Entry] = {
 # the instance as cb(step, model) -> {metric: value} at each evaluation.
 CALLBACKS: dict[str, str] = {
     "complexity": "anchorlab.analysis.spectra:ComplexityCallback",   # train.log_complexity
+    # train.log_predictors; built as cls(task, train_data, eval_data) since its features read the run's data
+    "predictors": "anchorlab.analysis.predictors:PredictorCallback",
 }
 
 

@@ -262,6 +262,8 @@ class TrainConfig:
     amp: str = "none"            # "none" | "bf16" | "auto" (bf16 on a CPU with bf16 matrix units; train/precision.py)
     tf32: bool = False
     log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
+    # log the early predictors of the anchor task (analysis/predictors) at each eval; not part of the run id
+    log_predictors: bool = field(default=False, metadata={"identity": False})
     stop_when: tuple[str, ...] = ()
     # experiment tracking (anchorlab.tracking): none | mlflow | tensorboard; not part of the run id
     tracking: str = field(default="none", metadata={"identity": False})

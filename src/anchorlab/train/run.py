@@ -295,6 +295,8 @@ class RunState:
         if seed not in cache:
             cache[seed] = (task.train_data(seed), task.eval_data(seed))
         train_data, eval_data = cache[seed]
+        if getattr(cfg.train, "log_predictors", False):  # analysis/predictors, by name; it reads the run's data
+            callbacks.append(load(CALLBACKS["predictors"])(task, train_data, eval_data))
         if hasattr(task, "write_run_files"):  # on Task with a default; a duck-typed task may leave it out
             task.write_run_files(run_dir, seed)
         if tracker is not None:
