@@ -16,20 +16,11 @@ Every method trains one "epoch" of ``--steps`` batches then evaluates once
 sets are scaled to the papers' proportion (1000 sequences per group for
 900k training sequences) unless ``--eval-per-group`` is given.
 
-FLOPs are counted analytically per training sample (fwd + bwd = 3 x fwd) as
-the work the task needs — the loss reads the last position only, so the last
-layer needs keys and values at every position but its query, W_O, FFN and the
-readout at the last position only (what ``forward(last_only=True)`` computes):
-
-  6 * T * (L-1) * (4 * d_model * H * d_head + 2 * d_model * d_ff)   layers 1..L-1
-  + 12 * (L-1) * H * T^2 * d_head                                   their Q K^T and pattern V
-  + 6 * (2 * T * d_model * H * d_head                               last layer: K, V everywhere,
-         + 2 * d_model * H * d_head + 2 * d_model * d_ff)           Q, W_O, FFN at the last position
-  + 12 * H * T * d_head                                             its one attention row
-  + 6 * d_model * V                                                 readout, last position only
-
-(T = seq_len, L = layers, V = vocab). The reference loop's extra work (every
-position in the last layer, readout everywhere) is not counted as useful.
+FLOPs are counted analytically per training sample as the work the task needs
+(the last-position loss: what ``forward(last_only=True)`` computes), by
+``anchorlab.bench.train_flops_per_sample``, whose docstring gives the formula.
+The reference loop's extra work (every position in the last layer, readout
+everywhere) is not counted as useful.
 "Peak" is a measured dense fp32 matmul on the same device and thread count.
 
 The denormal section trains a small-init (gamma 1.0) model for
