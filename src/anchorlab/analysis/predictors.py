@@ -246,11 +246,13 @@ class PredictorCallback:
     """
 
     def __init__(self, task: AnchorTask, train_data: AnchorData | None = None, eval_data: Groups | None = None,
-                 pair: tuple[int, int] = PAIR, n_grad: int = 512) -> None:
+                 pair: tuple[int, int] = PAIR, n_grad: int = 512, until_step: float | None = None,
+                 last_step: int | None = None) -> None:
         from ..extras import require
         require("scipy.cluster.hierarchy", "train.log_predictors (condensation clustering)")
         self.task, self.train_data, self.pair, self.n_grad = task, train_data, tuple(pair), n_grad
         self.eval_data = eval_data
+        self.until_step, self.last_step = until_step, last_step   # train.predictors_until: log early, and at the end
         self.active = (isinstance(task, AnchorTask) and self.pair in task.held_out_pairs
                        and task.hypotheses(self.pair)["symmetric"] is not None)
         if not self.active:
@@ -259,6 +261,8 @@ class PredictorCallback:
 
     def __call__(self, step: int, model: torch.nn.Module) -> dict[str, float]:
         if not self.active:
+            return {}
+        if self.until_step is not None and step > self.until_step + 0.5 and step != self.last_step:
             return {}
         data = self.eval_data if self.eval_data is not None else self.task.eval_data(0)   # data seed 0 if not given
         feats = run_features(model, self.task, data, self.train_data, self.pair, self.n_grad)

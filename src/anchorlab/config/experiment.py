@@ -264,6 +264,9 @@ class TrainConfig:
     log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
     # log the early predictors of the anchor task (analysis/predictors) at each eval; not part of the run id
     log_predictors: bool = field(default=False, metadata={"identity": False})
+    # ... only at evaluations up to this fraction of the total steps, and at the last step (each call costs
+    # about one evaluation); 1.0 -> every evaluation
+    predictors_until: float = field(default=1.0, metadata={"identity": False})
     stop_when: tuple[str, ...] = ()
     # experiment tracking (anchorlab.tracking): none | mlflow | tensorboard; not part of the run id
     tracking: str = field(default="none", metadata={"identity": False})
@@ -280,6 +283,7 @@ class TrainConfig:
             fail(f"{p}.device", f"must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
         check_choice(f"{p}.dtype", self.dtype, ("float32", "float64"))
         check_choice(f"{p}.amp", self.amp, ("none", "bf16", "auto"))
+        check_range(f"{p}.predictors_until", self.predictors_until, 0.0, 1.0)
         for i, r in enumerate(self.stop_when):
             parse_stop_rule(f"{p}.stop_when[{i}]", r)
         check_choice(f"{p}.tracking", self.tracking, ("none", "mlflow", "tensorboard"))
