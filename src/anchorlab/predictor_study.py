@@ -1,0 +1,198 @@
+"""The early-predictor study: sweep directories -> each run's features and outcome, AUC per feature and
+time, and a cross-validated logistic verdict (docs/predictors.md, "The CPU study").
+
+The runs are trained with ``train.log_predictors=true`` (sweep ``predictors_cpu``);
+:func:`study_rows` reads the features at fractions of training (:func:`~anchorlab.analysis.auc.
+features_at_fractions`) and labels each run by its final accuracies on the held-out pair
+(:func:`outcome`); :func:`write_study` writes the AUC table, the verdict table, the run table and a
+figure::
+
+    python -m anchorlab.predictor_study runs/predictors_cpu --out docs/figures/predictors_cpu.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+FRACTIONS = (0.0, 0.05, 0.1, 1.0)     # 1.0: the trained model (descriptive, not a predictor)
+EARLY = (0.0, 0.05, 0.1)
+OUTCOMES = ("composes", "memorizes", "neither", "unfit")
+RUN_COLUMNS = ["run_id", "data_seed", "init_seed", "gamma", "id_acc", "inferential_final", "symmetric_final",
+               "inferential_best", "symmetric_best", "outcome"]
+VERDICT_COLUMNS = ["at_fraction", "model", "validation", "auc", "accuracy", "n_runs", "n_composes"]
+
+
+def outcome(id_acc: float, inferential: float, symmetric: float, threshold: float = 0.5,
+            id_min: float = 0.9) -> str:
+    """A trained run's solution of the held-out pair: ``unfit`` below ``id_min`` ID accuracy; else
+    ``composes`` / ``memorizes`` when the inferential / symmetric accuracy reaches ``threshold`` (the
+    journal's 0.5; the two answers differ, so at most one can pass 0.5), ``neither`` otherwise."""
+    if not id_acc >= id_min:
+        return "unfit"
+    if inferential >= threshold and inferential > symmetric:
+        return "composes"
+    if symmetric >= threshold and symmetric > inferential:
+        return "memorizes"
+    return "neither"
+
+
+def study_rows(sweep_dirs: Sequence[str | Path], fractions: Sequence[float] = FRACTIONS, threshold: float = 0.5,
+               id_min: float = 0.9) -> pd.DataFrame:
+    """One row per (completed run, fraction): :data:`RUN_COLUMNS`, ``at_fraction``, ``step`` and the
+    features (runs in several directories count once)."""
+    from .analysis.auc import features_at_fractions
+    from .sweep.results import finals
+
+    seen: dict[str, dict[str, Any]] = {}
+    for d in sweep_dirs:
+        for f in finals(Path(d)):
+            seen.setdefault(f["run_id"], f)
+    frames = []
+    for rid, f in sorted(seen.items()):
+        fin, best, c = f.get("final", {}), f.get("best", {}), f["config"]
+        meta = {"run_id": rid, "data_seed": c["train"]["data_seed"], "init_seed": c["train"]["init_seed"],
+                "gamma": c["init"]["gamma"], "id_acc": fin.get("id_acc", math.nan),
+                "inferential_final": fin.get("ood_inferential_acc", math.nan),
+                "symmetric_final": fin.get("ood_symmetric_acc", math.nan),
+                "inferential_best": best.get("ood_inferential_acc", math.nan),
+                "symmetric_best": best.get("ood_symmetric_acc", math.nan)}
+        meta["outcome"] = outcome(meta["id_acc"], meta["inferential_final"], meta["symmetric_final"], threshold,
+                                  id_min)
+        feats = features_at_fractions(f["run_dir"], fractions).drop(columns="run_dir")
+        frames.append(feats.assign(**meta))
+    if not frames:
+        return pd.DataFrame(columns=RUN_COLUMNS + ["at_fraction", "step"])
+    df = pd.concat(frames, ignore_index=True)
+    return df[RUN_COLUMNS + ["at_fraction", "step"] + [c for c in df.columns if c not in RUN_COLUMNS
+                                                      and c not in ("at_fraction", "step")]]
+
+
+def feature_columns(rows: pd.DataFrame) -> list[str]:
+    """The feature columns of :func:`study_rows` (everything that is not run metadata)."""
+    return [c for c in rows.columns if c not in RUN_COLUMNS and c not in ("at_fraction", "step", "design")]
+
+
+def study_auc(rows: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """AUC of every feature at every fraction for "composes" (positive) vs "memorizes" (the runs that
+    neither compose nor memorize, or do not fit, are left out)."""
+    from .analysis.auc import auc_table
+
+    d = rows[rows.outcome.isin(["composes", "memorizes"])].assign(composes=lambda x: x.outcome == "composes")
+    return auc_table(d, "composes", feature_columns(rows), "at_fraction", n_boot=n_boot, seed=seed)
+
+
+def _pipeline(k: int | None):
+    from sklearn.feature_selection import SelectKBest, f_classif
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    steps = [StandardScaler()] + ([SelectKBest(f_classif, k=k)] if k else [])
+    return make_pipeline(*steps, LogisticRegression(C=1.0, class_weight="balanced", max_iter=2000))
+
+
+def _scores(y_true: np.ndarray, p: np.ndarray) -> tuple[float, float]:
+    from .analysis.auc import mann_whitney_auc
+
+    return mann_whitney_auc(p, y_true), float(np.mean((p >= 0.5) == y_true))
+
+
+def verdict_table(rows: pd.DataFrame, fractions: Sequence[float] = EARLY, ks: Sequence[int | None] = (None, 3),
+                  split_col: str = "design") -> pd.DataFrame:
+    """Held-out accuracy of a logistic model ("composes" vs "memorizes") on the features at each fraction.
+
+    Models: standardized features -> L2 logistic regression (C 1, balanced classes) on all features
+    (``all``) or on the ``k`` best by an F test chosen inside each training fold (``top{k}``), so no
+    held-out run informs the fit. Validation: leave-one-run-out (``loo``), and, when ``split_col``
+    is a column with two values, training on one and testing on the other (``<a>-><b>``). AUC is the
+    Mann-Whitney AUC of the held-out probabilities; accuracy thresholds them at 0.5.
+    """
+    from .extras import require
+
+    require("sklearn", "the early-verdict study (pip install 'anchorlab[analysis]')")
+    from sklearn.model_selection import LeaveOneOut, cross_val_predict
+
+    feats = feature_columns(rows)
+    out = []
+    d = rows[rows.outcome.isin(["composes", "memorizes"])]
+    for f in fractions:
+        g = d[np.isclose(d.at_fraction, f)]
+        cols = [c for c in feats if g[c].notna().all() and g[c].std() > 0]
+        X, y = g[cols].to_numpy(np.float64), (g.outcome == "composes").to_numpy()
+        if len(g) < 4 or y.all() or not y.any():
+            continue
+        for k in ks:
+            k_eff = None if k is None or k >= len(cols) else k
+            name = "all" if k_eff is None else f"top{k_eff}"
+            p = cross_val_predict(_pipeline(k_eff), X, y, cv=LeaveOneOut(), method="predict_proba")[:, 1]
+            auc, acc = _scores(y, p)
+            out.append({"at_fraction": f, "model": name, "validation": "loo", "auc": auc, "accuracy": acc,
+                        "n_runs": len(g), "n_composes": int(y.sum())})
+            if split_col in g.columns and g[split_col].nunique() == 2:
+                for a, b in (sorted(g[split_col].unique()), sorted(g[split_col].unique())[::-1]):
+                    tr, te = (g[split_col] == a).to_numpy(), (g[split_col] == b).to_numpy()
+                    if y[tr].all() or not y[tr].any() or y[te].all() or not y[te].any():
+                        continue
+                    p = _pipeline(k_eff).fit(X[tr], y[tr]).predict_proba(X[te])[:, 1]
+                    auc, acc = _scores(y[te], p)
+                    out.append({"at_fraction": f, "model": name, "validation": f"{a}->{b}", "auc": auc,
+                                "accuracy": acc, "n_runs": int(te.sum()), "n_composes": int(y[te].sum())})
+    return pd.DataFrame(out, columns=VERDICT_COLUMNS)
+
+
+def with_design(rows: pd.DataFrame) -> pd.DataFrame:
+    """Add ``design``: ``init_varied`` (data seed 0) or ``data_varied`` (init seed 0, data seed > 0)."""
+    return rows.assign(design=np.where(rows.data_seed == 0, "init_varied", "data_varied"))
+
+
+def write_study(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: float = 0.5, id_min: float = 0.9,
+                n_boot: int = 1000) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[Path]]:
+    """Write ``out`` (the AUC table), ``<stem>_runs.csv`` (one row per run and fraction),
+    ``<stem>_verdict.csv`` and ``<stem>.png`` (AUC per feature at the early fractions)."""
+    from .io import atomic_write
+
+    rows = with_design(study_rows(sweep_dirs, FRACTIONS, threshold, id_min))
+    auc = study_auc(rows, n_boot=n_boot) if len(rows) else pd.DataFrame()
+    verdict = verdict_table(rows) if len(rows) else pd.DataFrame(columns=VERDICT_COLUMNS)
+    out = Path(out)
+    paths = [atomic_write(out, lambda p: auc.to_csv(p, index=False)),
+             atomic_write(out.with_name(out.stem + "_runs.csv"), lambda p: rows.to_csv(p, index=False)),
+             atomic_write(out.with_name(out.stem + "_verdict.csv"), lambda p: verdict.to_csv(p, index=False))]
+    if len(auc) and auc.auc.notna().any():
+        from .plots.predictors import plot_auc
+        from .plots.save import save_figure
+
+        paths += save_figure(plot_auc(auc, fractions=EARLY), out.with_suffix(""), formats=("png",), dpi=130)
+    return rows, auc, verdict, paths
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m anchorlab.predictor_study", description=__doc__.splitlines()[0])
+    p.add_argument("sweep_dirs", nargs="+", help="sweep directories (e.g. runs/predictors_cpu)")
+    p.add_argument("--out", default="docs/figures/predictors_cpu.csv", help="the AUC table (CSV)")
+    p.add_argument("--threshold", type=float, default=0.5, help="OOD accuracy that names a solution (default 0.5)")
+    p.add_argument("--id-min", type=float, default=0.9)
+    p.add_argument("--n-boot", type=int, default=1000)
+    a = p.parse_args(argv)
+    rows, auc, verdict, paths = write_study(a.sweep_dirs, a.out, a.threshold, a.id_min, a.n_boot)
+    runs = rows.drop_duplicates("run_id")
+    print("outcomes:", runs.outcome.value_counts().to_dict())
+    if len(auc):
+        early = auc[auc.at_fraction.isin(EARLY)].assign(sep=lambda x: (x.auc - 0.5).abs())
+        top = early.sort_values("sep", ascending=False).head(12).drop(columns="sep")
+        print(top.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    if len(verdict):
+        print(verdict.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(f"{len(runs)} runs; wrote {', '.join(map(str, paths))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

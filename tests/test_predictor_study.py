@@ -1,0 +1,115 @@
+"""The early-predictor study (anchorlab.predictor_study): outcome labels, held-out logistic verdicts on
+hand-made tables, the table builder on a tiny sweep, and train.predictors_until."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from anchorlab import predictor_study as S
+from anchorlab.config import ConfigError, load_config
+
+pytest.importorskip("scipy")
+pytest.importorskip("sklearn")
+
+
+def test_outcome_rule():
+    assert S.outcome(1.0, 0.72, 0.19) == "composes"
+    assert S.outcome(1.0, 0.0, 1.0) == "memorizes"
+    assert S.outcome(1.0, 0.3, 0.4) == "neither"
+    assert S.outcome(0.85, 0.9, 0.0) == "unfit"          # below the ID bar, whatever the OOD answer
+    assert S.outcome(0.95, 0.6, 0.1, threshold=0.8) == "neither"
+    assert S.outcome(float("nan"), 0.9, 0.0) == "unfit"
+
+
+def _table(n=40, signal=True, n_noise=12, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2 == 0
+    rows = {"run_id": [f"r{i}" for i in range(n)], "data_seed": [0] * (n // 2) + list(range(1, n - n // 2 + 1)),
+            "init_seed": list(range(n // 2)) + [0] * (n - n // 2), "gamma": 0.45, "id_acc": 1.0,
+            "inferential_final": np.where(y, 0.8, 0.0), "symmetric_final": np.where(y, 0.1, 0.9),
+            "inferential_best": np.nan, "symmetric_best": np.nan,
+            "outcome": np.where(y, "composes", "memorizes"), "at_fraction": 0.05, "step": 10}
+    for j in range(n_noise):
+        rows[f"noise{j}"] = rng.normal(size=n)
+    if signal:
+        rows["good"] = np.where(y, 1.0, -1.0) + 0.3 * rng.normal(size=n)
+    return S.with_design(pd.DataFrame(rows))
+
+
+def test_verdict_finds_a_separating_feature_on_held_out_runs():
+    v = S.verdict_table(_table(), fractions=(0.05,))
+    loo = v[v.validation == "loo"].set_index("model")
+    assert loo.loc["top3", "auc"] >= 0.95 and loo.loc["top3", "accuracy"] >= 0.9
+    assert loo.loc["all", "n_runs"] == 40 and loo.loc["all", "n_composes"] == 20
+    split = v[v.validation != "loo"]
+    assert set(split.validation) == {"data_varied->init_varied", "init_varied->data_varied"}
+    assert (split.n_runs == 20).all() and (split.auc >= 0.9).all()
+
+
+def test_verdict_is_held_out_noise_scores_near_chance():
+    """12 noise features on 40 runs: a logistic fit on all runs separates them in-sample, the
+    leave-one-out probabilities do not."""
+    t = _table(signal=False)
+    v = S.verdict_table(t, fractions=(0.05,), ks=(None,))
+    loo = v[(v.validation == "loo")].iloc[0]
+    cols = S.feature_columns(t)
+    X, y = t[cols].to_numpy(), (t.outcome == "composes").to_numpy()
+    in_sample = S._pipeline(None).fit(X, y).predict_proba(X)[:, 1]
+    assert S._scores(y, in_sample)[0] > 0.8
+    assert loo.auc < 0.7
+
+
+def test_study_auc_leaves_out_neither_and_unfit():
+    t = _table(n=20).drop(columns="design")
+    t.loc[0, "outcome"], t.loc[1, "outcome"] = "neither", "unfit"
+    a = S.study_auc(t, n_boot=50)
+    assert (a.n_runs == 18).all()
+    assert a.set_index("feature").loc["good", "auc"] == 1.0
+
+
+def test_predictors_until_logs_early_and_last(tmp_path, tiny_overrides):
+    from anchorlab.train import train
+
+    sets = tiny_overrides + ["train.epochs=1", "train.eval_every=2", "train.log_predictors=true"]
+    cfg = load_config("demo/small", sets + ["train.predictors_until=0.25"])
+    assert cfg.run_id() == load_config("demo/small", sets).run_id()
+    train(cfg, tmp_path / "run")
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    logged = [r["step"] for r in rows if "pred/margin/pair" in r]
+    assert [r["step"] for r in rows] == list(range(0, 17, 2))
+    assert logged == [0, 2, 4, 16]                     # up to 25% of 16 steps, then the last
+    with pytest.raises(ConfigError, match="train.predictors_until"):
+        load_config("demo/small", ["train.predictors_until=1.5"])
+
+
+def test_study_tables_from_a_tiny_sweep(tmp_path, tiny_overrides):
+    from anchorlab.sweep.runner import run_sweep
+
+    spec = {"name": "tiny-pred", "base": "demo/small",
+            "set": tiny_overrides + ["train.epochs=1", "train.eval_every=2", "train.log_predictors=true",
+                                     "train.predictors_until=0.1"],
+            "zip": [{"train.init_seed": [0, 1], "train.data_seed": [0, 0]}]}
+    run_sweep(spec, tmp_path / "sw", executor="inprocess")
+    rows, auc, verdict, paths = S.write_study([tmp_path / "sw"], tmp_path / "out" / "p.csv", n_boot=20)
+    assert len(rows) == 2 * len(S.FRACTIONS) and rows.run_id.nunique() == 2
+    assert sorted(rows.at_fraction.unique()) == sorted(S.FRACTIONS)
+    assert set(rows.outcome) <= set(S.OUTCOMES) and {"margin/pair", "srank/mean"} <= set(rows.columns)
+    assert rows[rows.at_fraction == 1.0].step.unique().tolist() == [16]
+    assert (tmp_path / "out" / "p_runs.csv").exists() and (tmp_path / "out" / "p_verdict.csv").exists()
+    assert list(pd.read_csv(tmp_path / "out" / "p.csv").columns) in ([], ["feature", "at_fraction", "auc", "auc_lo",
+                                                                       "auc_hi", "n_runs"])
+
+
+def test_plot_auc_draws_and_names_missing_columns():
+    from anchorlab.plots.predictors import plot_auc
+
+    t = pd.DataFrame({"feature": ["a", "b", "a", "b"], "at_fraction": [0, 0, 0.1, 0.1], "auc": [0.5, 0.9, 0.6, 0.95],
+                      "auc_lo": [0.3, 0.8, 0.4, 0.9], "auc_hi": [0.7, 1.0, 0.8, 1.0], "n_runs": 40})
+    fig = plot_auc(t)
+    assert len(fig.axes[0].get_yticklabels()) == 2
+    with pytest.raises(ConfigError, match="auc_lo"):
+        plot_auc(t.drop(columns="auc_lo"))
