@@ -78,6 +78,9 @@ class Precision:
         return {**asdict(self), "matmul_dtype": self.matmul_dtype, "master_dtype": "float32"}
 
 
+_WARNED: set[str] = set()
+
+
 def resolve_precision(amp: str, device: torch.device, units: CpuMatrixUnits | None = None) -> Precision:
     """``train.amp`` on ``device`` -> :class:`Precision` (logs one line when bf16 is slow or declined)."""
     if amp == "none":
@@ -92,7 +95,9 @@ def resolve_precision(amp: str, device: torch.device, units: CpuMatrixUnits | No
     if amp == "bf16":
         reason = (f"train.amp=bf16 on a CPU without bfloat16 matrix units ({units.describe()}): "
                   "bfloat16 matmuls are emulated and run several times slower than float32")
-        log.warning(reason)
+        if reason not in _WARNED:          # once per process, not once per model of a stack
+            _WARNED.add(reason)
+            log.warning(reason)
         return Precision(amp, "bf16", reason)
     reason = (f"train.amp=auto: float32, this CPU has no bfloat16 matrix units ({units.describe()}; "
               "bfloat16 needs AMX or AVX512-BF16 to be faster)")
