@@ -82,6 +82,15 @@ def test_predictors_until_logs_early_and_last(tmp_path, tiny_overrides):
     logged = [r["step"] for r in rows if "pred/margin/pair" in r]
     assert [r["step"] for r in rows] == list(range(0, 17, 2))
     assert logged == [0, 2, 4, 16]                     # up to 25% of 16 steps, then the last
+    cfg = load_config("demo/small", sets + ["train.predictors_until=0.1"])    # 1.6 steps: the eval at 2 is nearest
+    train(cfg, tmp_path / "run10")
+    rows = [json.loads(line) for line in (tmp_path / "run10" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "pred/margin/pair" in r] == [0, 2, 16]
+    from anchorlab.analysis.auc import features_at_fractions
+
+    got = features_at_fractions(tmp_path / "run10", (0.0, 0.1, 0.5, 1.0)).set_index("at_fraction")
+    assert got.loc[0.1, "step"] == 2 and not np.isnan(got.loc[0.1, "margin/pair"])
+    assert np.isnan(got.loc[0.5, "margin/pair"])        # nothing logged near step 8: missing, not step 2's
     with pytest.raises(ConfigError, match="train.predictors_until"):
         load_config("demo/small", ["train.predictors_until=1.5"])
 

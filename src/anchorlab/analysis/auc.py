@@ -13,6 +13,7 @@ afresh for every (feature, time) cell, so a cell's interval does not depend on t
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -104,11 +105,14 @@ def features_at_fractions(run_dir: str | Path, fractions: Sequence[float] = (0.0
     if not rows:
         raise ConfigError(f"run {run_dir}: no '{prefix}*' metrics in metrics.jsonl (train with train.log_predictors=true)")
     cfg = config_of(run_dir)
-    total = steps_plan(cfg, cfg.task.n_train)[1]   # the anchor task's training set has exactly n_train rows
+    _, total, every = steps_plan(cfg, cfg.task.n_train)   # the anchor task's training set has exactly n_train rows
     steps = np.array([r["step"] for r in rows])
     out = []
     for f in fractions:
-        r = rows[int(np.argmin(np.abs(steps - f * total)))]
+        i = int(np.argmin(np.abs(steps - f * total)))
+        r = rows[i]
         feats = {k[len(prefix):]: v for k, v in r.items() if k.startswith(prefix)}
+        if abs(steps[i] - f * total) > every / 2 + 0.5:   # no logged evaluation near f: missing, not a neighbour's
+            feats = {k: math.nan for k in feats}
         out.append({"run_dir": str(run_dir), "at_fraction": float(f), "step": int(r["step"]), **feats})
     return pd.DataFrame(out)

@@ -262,7 +262,7 @@ class PredictorCallback:
     def __call__(self, step: int, model: torch.nn.Module) -> dict[str, float]:
         if not self.active:
             return {}
-        if self.until_step is not None and step > self.until_step + 0.5 and step != self.last_step:
+        if self.until_step is not None and step > self.until_step and step != self.last_step:
             return {}
         data = self.eval_data if self.eval_data is not None else self.task.eval_data(0)   # data seed 0 if not given
         feats = run_features(model, self.task, data, self.train_data, self.pair, self.n_grad)

@@ -264,8 +264,8 @@ class TrainConfig:
     log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
     # log the early predictors of the anchor task (analysis/predictors) at each eval; not part of the run id
     log_predictors: bool = field(default=False, metadata={"identity": False})
-    # ... only at evaluations up to this fraction of the total steps, and at the last step (each call costs
-    # about one evaluation); 1.0 -> every evaluation
+    # ... only at evaluations up to this fraction of the total steps (the one nearest to it included) and at
+    # the last step (each call costs about one evaluation); 1.0 -> every evaluation
     predictors_until: float = field(default=1.0, metadata={"identity": False})
     stop_when: tuple[str, ...] = ()
     # experiment tracking (anchorlab.tracking): none | mlflow | tensorboard; not part of the run id

@@ -296,9 +296,10 @@ class RunState:
             cache[seed] = (task.train_data(seed), task.eval_data(seed))
         train_data, eval_data = cache[seed]
         if getattr(cfg.train, "log_predictors", False):  # analysis/predictors, by name; it reads the run's data
-            total = steps_plan(cfg, len(train_data))[1]
+            _, total, every = steps_plan(cfg, len(train_data))
+            # up to the fraction, the evaluation nearest to it included, and at the last step
             callbacks.append(load(CALLBACKS["predictors"])(task, train_data, eval_data,
-                                                           until_step=cfg.train.predictors_until * total,
+                                                           until_step=cfg.train.predictors_until * total + every / 2,
                                                            last_step=total))
         if hasattr(task, "write_run_files"):  # on Task with a default; a duck-typed task may leave it out
             task.write_run_files(run_dir, seed)
