@@ -4,6 +4,8 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -12,20 +14,27 @@ from matplotlib.figure import Figure
 import anchorlab
 from anchorlab.analysis.complexity import complexity_summary, sweep_stable_ranks
 from anchorlab.analysis.mechanism import CosAo2Options, MaskKeyOptions
+from anchorlab.analysis.verdict import VerdictModel
 from anchorlab.analysis.registry import (ANALYSES, MULTI_RUN, analyses_for, get_analysis, run_analysis,
                                          run_multi_analysis)
 from anchorlab.config import ConfigError, experiment_from_dict, options_from_strings
 from anchorlab.tasks.seq2seq import PairsTask
 from anchorlab.train import load_run, train
 
-# small enough that all eleven analyses together take seconds
+# a verdict model on two step-0 features (a run without logged predictors gets them from its config)
+VERDICT = Path(tempfile.mkdtemp()) / "verdict.json"
+VERDICT.write_text(VerdictModel(0.0, ("margin/pair", "embed/cos_pair"), (0.0, 0.0), (1.0, 0.1), (1.0, 1.0),
+                                0.0).to_json())
+
+# small enough that all the analyses together take seconds
 SMALL = {"flow": [], "flow-scores": ["n_inputs=64"],
          "mask-key": ["n_per_pair=4", "method=pca", "n_accuracy=8"],
          "mask-anchor2": ["g_values=[40,41,42]", "n_draws=1", "n_accuracy=8"],
          "tsne-ao1": ["n_inputs=80", "max_points=40", "method=pca"],
          "cos-ao2": ["keys=[30,31,32,33,34,35,36]", "n_draws=1"], "cos-v2": ["keys=[30,31,32,33]", "n_draws=1"],
          "condensation": ["threshold=0.8"], "embedding": [], "cov-spectrum": ["top_k=4"], "stable-rank": [],
-         "addition-grid": [], "coord-check": ["widths=[16,32]", "steps=1", "batch_size=4"]}
+         "addition-grid": [], "coord-check": ["widths=[16,32]", "steps=1", "batch_size=4"],
+         "early-verdict": ["model=" + str(VERDICT)]}
 COMPLEXITY = ["condensation", "embedding", "cov-spectrum", "stable-rank"]
 ANY_TASK = COMPLEXITY + ["coord-check"]  # addition-grid is tested on addition runs (tests/test_reasoning_figures.py)
 
@@ -146,13 +155,14 @@ def test_options_parse_from_strings_and_bad_options_name_the_field(anchor_run, t
            "cos-v2": (["lower=[4,3]"], r"^lower/upper: give both"),
            "mask-anchor2": (["g_values=[40,x]"], r"^g_values: expected tuple or NoneType"),
            "embedding": (["diff_steps=[0]"], r"^diff_steps: must be nonzero"),
-           "condensation": (["threshold=1.5"], r"^threshold: must be <= 1")}
+           "condensation": (["threshold=1.5"], r"^threshold: must be <= 1"),
+           "early-verdict": (["threshold=0"], r"^threshold: must be > 0")}
     for name, (opts, match) in bad.items():
         with pytest.raises(ConfigError, match=match):
             options_from_strings(get_analysis(name).options, opts)
         with pytest.raises(ConfigError, match=match):  # the same error through the registry
             run_analysis(anchor_run, name, tmp_path, opts)
-    with pytest.raises(ConfigError, match=r"^analysis: must be one of flow, flow-scores, .*stable-rank, addition-grid, coord-check, got 'nope'"):
+    with pytest.raises(ConfigError, match=r"^analysis: must be one of flow, flow-scores, .*stable-rank, addition-grid, early-verdict, coord-check, got 'nope'"):
         get_analysis("nope")
     with pytest.raises(ConfigError, match="^override 'keys': expected KEY=VALUE"):
         options_from_strings(CosAo2Options, ["keys"])

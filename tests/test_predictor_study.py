@@ -122,3 +122,61 @@ def test_plot_auc_draws_and_names_missing_columns():
     assert len(fig.axes[0].get_yticklabels()) == 2
     with pytest.raises(ConfigError, match="auc_lo"):
         plot_auc(t.drop(columns="auc_lo"))
+
+
+# ------------------------------------------------------------------ the early verdict
+def test_verdict_model_by_hand(tiny_overrides):
+    from anchorlab.analysis.verdict import VerdictModel
+
+    vm = VerdictModel(0.1, ("a", "b"), (1.0, 0.0), (2.0, 1.0), (1.0, -1.0), 0.5, {"auc": 0.9},
+                      {"model.d_model": 32, "init.gamma": 0.45})
+    # logit = 0.5 + 1 * (3 - 1) / 2 - 1 * (0.5 - 0) / 1 = 1.0
+    assert vm.p_composes({"a": 3.0, "b": 0.5, "c": 9.0}) == pytest.approx(1 / (1 + np.exp(-1.0)))
+    assert vm.contributions({"a": 3.0, "b": 0.5}).contribution.tolist() == [1.0, -0.5]
+    assert VerdictModel.from_json(vm.to_json()) == vm
+    with pytest.raises(ConfigError, match="lacks feature.*b"):
+        vm.p_composes({"a": 1.0, "b": float("nan")})
+    cfg = load_config("demo/small", tiny_overrides + ["init.gamma=0.45"])
+    assert vm.differences(cfg) == []
+    assert vm.differences(load_config("demo/small", tiny_overrides)) == ["init.gamma: 0.5 != 0.45"]
+    with pytest.raises(ConfigError, match="one length"):
+        VerdictModel(0.1, ("a",), (0.0, 1.0), (1.0,), (1.0,), 0.0)
+
+
+def test_fit_verdict_analysis_and_callback(tmp_path, tiny_overrides, monkeypatch):
+    from anchorlab.analysis import verdict as V
+    from anchorlab.analysis.registry import run_analysis
+    from anchorlab.sweep.runner import run_sweep
+    from anchorlab.train import train
+
+    sets = tiny_overrides + ["train.epochs=1", "train.eval_every=2", "train.log_predictors=true",
+                             "train.predictors_until=0.1"]
+    run_sweep({"name": "tiny-verdict", "base": "demo/small", "set": sets,
+               "zip": [{"train.init_seed": [0, 1, 2, 3], "train.data_seed": [0, 0, 0, 0]}]}, tmp_path / "sw",
+              executor="inprocess")
+    rows = S.with_design(S.study_rows([tmp_path / "sw"]))
+    first = rows.run_id.isin(sorted(rows.run_id.unique())[:2])
+    rows["outcome"] = np.where(first, "composes", "memorizes")        # labels by hand: the fit is what is tested
+    vm = S.fit_verdict(rows, 0.1, k=2)
+    assert len(vm.features) == 2 and vm.at_fraction == 0.1
+    assert "train.init_seed" not in vm.setting and vm.setting["model.d_model"] == 32
+    at = rows[np.isclose(rows.at_fraction, 0.1)].set_index("run_id")
+    p = {r: vm.p_composes(at.loc[r]) for r in at.index}
+    assert min(p[r] for r in at.index[first[np.isclose(rows.at_fraction, 0.1)].to_numpy()]) > max(
+        p[r] for r in at.index[~first[np.isclose(rows.at_fraction, 0.1)].to_numpy()])    # fits its training runs
+    path = tmp_path / "verdict.json"
+    path.write_text(vm.to_json())
+
+    run_dir = at.run_dir.iloc[0]
+    paths = run_analysis(run_dir, "early-verdict", tmp_path / "an", options=[f"model={path}"])
+    got = pd.read_csv(paths["csv"]).iloc[0]
+    assert got.p_composes == pytest.approx(p[at.index[0]]) and got.step == 2
+    assert pd.isna(got.setting_differs) and paths["png"].exists()
+
+    monkeypatch.setattr(V, "BUILTIN", path)                           # the callback uses the installed model
+    train(load_config("demo/small", sets + ["train.init_seed=7"]), tmp_path / "cb")
+    logged = [json.loads(x) for x in (tmp_path / "cb" / "metrics.jsonl").read_text().splitlines()]
+    with_p = [r for r in logged if "verdict/p_composes" in r]
+    assert [r["step"] for r in with_p] == [2]                          # the evaluation nearest 10% of 16 steps
+    feats = {k[len("pred/"):]: v for k, v in with_p[0].items() if k.startswith("pred/")}
+    assert with_p[0]["verdict/p_composes"] == pytest.approx(vm.p_composes(feats))

@@ -21,26 +21,14 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from .analysis.verdict import SEEDS, VerdictModel, flat_identity, outcome
+
 FRACTIONS = (0.0, 0.05, 0.1, 1.0)     # 1.0: the trained model (descriptive, not a predictor)
 EARLY = (0.0, 0.05, 0.1)
 OUTCOMES = ("composes", "memorizes", "neither", "unfit")
 RUN_COLUMNS = ["run_id", "data_seed", "init_seed", "gamma", "id_acc", "inferential_final", "symmetric_final",
                "inferential_best", "symmetric_best", "outcome"]
 VERDICT_COLUMNS = ["at_fraction", "model", "validation", "auc", "accuracy", "n_runs", "n_composes"]
-
-
-def outcome(id_acc: float, inferential: float, symmetric: float, threshold: float = 0.5,
-            id_min: float = 0.9) -> str:
-    """A trained run's solution of the held-out pair: ``unfit`` below ``id_min`` ID accuracy; else
-    ``composes`` / ``memorizes`` when the inferential / symmetric accuracy reaches ``threshold`` (the
-    journal's 0.5; the two answers differ, so at most one can pass 0.5), ``neither`` otherwise."""
-    if not id_acc >= id_min:
-        return "unfit"
-    if inferential >= threshold and inferential > symmetric:
-        return "composes"
-    if symmetric >= threshold and symmetric > inferential:
-        return "memorizes"
-    return "neither"
 
 
 def study_rows(sweep_dirs: Sequence[str | Path], fractions: Sequence[float] = FRACTIONS, threshold: float = 0.5,
@@ -66,17 +54,17 @@ def study_rows(sweep_dirs: Sequence[str | Path], fractions: Sequence[float] = FR
         meta["outcome"] = outcome(meta["id_acc"], meta["inferential_final"], meta["symmetric_final"], threshold,
                                   id_min)
         feats = features_at_fractions(f["run_dir"], fractions).drop(columns="run_dir")
-        frames.append(feats.assign(**meta))
+        frames.append(feats.assign(**meta, run_dir=f["run_dir"]))
     if not frames:
         return pd.DataFrame(columns=RUN_COLUMNS + ["at_fraction", "step"])
     df = pd.concat(frames, ignore_index=True)
-    return df[RUN_COLUMNS + ["at_fraction", "step"] + [c for c in df.columns if c not in RUN_COLUMNS
-                                                      and c not in ("at_fraction", "step")]]
+    head = RUN_COLUMNS + ["at_fraction", "step"]
+    return df[head + [c for c in df.columns if c not in head and c != "run_dir"] + ["run_dir"]]
 
 
 def feature_columns(rows: pd.DataFrame) -> list[str]:
     """The feature columns of :func:`study_rows` (everything that is not run metadata)."""
-    return [c for c in rows.columns if c not in RUN_COLUMNS and c not in ("at_fraction", "step", "design")]
+    return [c for c in rows.columns if c not in RUN_COLUMNS and c not in ("at_fraction", "step", "design", "run_dir")]
 
 
 def study_auc(rows: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
@@ -155,6 +143,37 @@ def verdict_table(rows: pd.DataFrame, fractions: Sequence[float] = EARLY, ks: Se
     return pd.DataFrame(out, columns=VERDICT_COLUMNS)
 
 
+def fit_verdict(rows: pd.DataFrame, at_fraction: float, k: int | None = 3,
+                verdict: pd.DataFrame | None = None) -> VerdictModel:
+    """The logistic model of :func:`verdict_table` fitted on every "composes" / "memorizes" run at
+    ``at_fraction``, as a :class:`~anchorlab.analysis.verdict.VerdictModel`; its ``validation`` is the
+    matching cross-validated row of ``verdict`` (computed when None) and its ``setting`` the config
+    fields every run shares (seeds aside; needs the ``run_dir`` column)."""
+    from .train import config_of
+
+    d = rows[rows.outcome.isin(["composes", "memorizes"]) & np.isclose(rows.at_fraction, at_fraction)]
+    cols = [c for c in feature_columns(rows) if d[c].notna().all() and d[c].std() > 0]
+    if d.empty or not cols:
+        raise ValueError(f"fit_verdict: no labelled runs with features at fraction {at_fraction}")
+    k_eff = None if k is None or k >= len(cols) else k
+    pipe = _pipeline(k_eff).fit(d[cols].to_numpy(np.float64), (d.outcome == "composes").to_numpy())
+    scaler, lr = pipe[0], pipe[-1]
+    keep = pipe[1].get_support() if k_eff else np.ones(len(cols), bool)
+    v = verdict if verdict is not None else verdict_table(rows, fractions=(at_fraction,), ks=(k,))
+    name = "all" if k_eff is None else f"top{k_eff}"
+    val = v[np.isclose(v.at_fraction, at_fraction) & (v.model == name) & (v.validation == "cv")]
+    flats = [flat_identity(config_of(r)) for r in d.run_dir.unique()]
+    setting = {key: val0 for key, val0 in flats[0].items()
+               if key not in SEEDS and all(f.get(key) == val0 for f in flats[1:])}
+    return VerdictModel(
+        at_fraction=float(at_fraction), features=tuple(np.array(cols)[keep]),
+        mean=tuple(float(x) for x in scaler.mean_[keep]), scale=tuple(float(x) for x in scaler.scale_[keep]),
+        coef=tuple(float(x) for x in lr.coef_[0]), intercept=float(lr.intercept_[0]),
+        validation={**(val.iloc[0][["auc", "accuracy", "n_runs", "n_composes"]].to_dict() if len(val) else {}),
+                    "how": f"{name} features, stratified 5-fold CV x 20 repeats on the study's runs"},
+        setting=setting)
+
+
 def with_design(rows: pd.DataFrame) -> pd.DataFrame:
     """Add ``design``: ``init_varied`` (data seed 0) or ``data_varied`` (init seed 0, data seed > 0)."""
     return rows.assign(design=np.where(rows.data_seed == 0, "init_varied", "data_varied"))
@@ -188,8 +207,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--threshold", type=float, default=0.5, help="OOD accuracy that names a solution (default 0.5)")
     p.add_argument("--id-min", type=float, default=0.9)
     p.add_argument("--n-boot", type=int, default=1000)
+    p.add_argument("--fit-verdict", metavar="FILE", help="also fit the early-verdict model and write it as JSON")
+    p.add_argument("--verdict-fraction", type=float, default=0.1, help="its fraction of training (default 0.1)")
+    p.add_argument("--verdict-k", type=int, default=3, help="its number of features, 0 for all (default 3)")
     a = p.parse_args(argv)
     rows, auc, verdict, paths = write_study(a.sweep_dirs, a.out, a.threshold, a.id_min, a.n_boot)
+    if a.fit_verdict:
+        from .io import atomic_write
+
+        vm = fit_verdict(rows, a.verdict_fraction, a.verdict_k or None, verdict)
+        paths.append(atomic_write(Path(a.fit_verdict), lambda p: Path(p).write_text(vm.to_json())))
+        print(f"verdict model at {vm.at_fraction:.0%}: {', '.join(vm.features)}; validation {vm.validation}")
     runs = rows.drop_duplicates("run_id")
     print("outcomes:", runs.outcome.value_counts().to_dict())
     if len(auc):

@@ -243,16 +243,28 @@ class PredictorCallback:
 
     Built by the run lifecycle as ``PredictorCallback(task, train_data, eval_data)`` and called as
     ``cb(step, model) -> {metric: float}``. A task without a held-out ``pair`` whose mirror is trained logs nothing.
+    Given the run's ``last_step`` and ``eval_every``, it also logs ``verdict/p_composes`` (the built-in early
+    verdict, :mod:`anchorlab.analysis.verdict`, when this install has one) at the evaluation nearest the
+    verdict's fraction of training.
     """
 
     def __init__(self, task: AnchorTask, train_data: AnchorData | None = None, eval_data: Groups | None = None,
                  pair: tuple[int, int] = PAIR, n_grad: int = 512, until_step: float | None = None,
-                 last_step: int | None = None) -> None:
+                 last_step: int | None = None, eval_every: int | None = None) -> None:
         from ..extras import require
         require("scipy.cluster.hierarchy", "train.log_predictors (condensation clustering)")
         self.task, self.train_data, self.pair, self.n_grad = task, train_data, tuple(pair), n_grad
         self.eval_data = eval_data
         self.until_step, self.last_step = until_step, last_step   # train.predictors_until: log early, and at the end
+        self.verdict, self.verdict_step = None, None
+        if last_step and eval_every:
+            from .verdict import BUILTIN, load_verdict
+
+            if BUILTIN.exists():
+                self.verdict = load_verdict()
+                target = self.verdict.at_fraction * last_step
+                evals = [*range(0, last_step + 1, eval_every), last_step]
+                self.verdict_step = min(evals, key=lambda s: abs(s - target))
         self.active = (isinstance(task, AnchorTask) and self.pair in task.held_out_pairs
                        and task.hypotheses(self.pair)["symmetric"] is not None)
         if not self.active:
@@ -262,8 +274,16 @@ class PredictorCallback:
     def __call__(self, step: int, model: torch.nn.Module) -> dict[str, float]:
         if not self.active:
             return {}
-        if self.until_step is not None and step > self.until_step and step != self.last_step:
+        if (self.until_step is not None and step > self.until_step and step != self.last_step
+                and step != self.verdict_step):
             return {}
         data = self.eval_data if self.eval_data is not None else self.task.eval_data(0)   # data seed 0 if not given
         feats = run_features(model, self.task, data, self.train_data, self.pair, self.n_grad)
-        return {f"pred/{k}": v for k, v in feats.items()}
+        out = {f"pred/{k}": v for k, v in feats.items()}
+        if step == self.verdict_step and self.verdict is not None:
+            try:
+                out["verdict/p_composes"] = self.verdict.p_composes(feats)
+                log.info("early verdict at step %d: p(composes) = %.2f", step, out["verdict/p_composes"])
+            except ConfigError as e:   # a feature the model needs is undefined here: say so, keep training
+                log.warning("early verdict at step %d not computed: %s", step, e)
+        return out

@@ -34,11 +34,13 @@ from ..io import atomic_write
 from ..plots import complexity as cplots
 from ..plots.coord_check import coord_check_figure
 from ..plots import mechanism as mplots
+from ..plots import predictors as pplots
 from ..plots import reasoning as rplots
 from . import complexity as cx
 from . import coord_check as cc
 from . import mechanism as mech
 from . import reasoning as rsn
+from . import early_verdict as vd
 from .complexity import complexity_summary, sweep_stable_ranks
 from .mechanism import compare_runs
 
@@ -94,6 +96,8 @@ ANALYSES: dict[str, Analysis] = {a.name: a for a in (
              cx.StableRankOptions, cx.compute_stable_rank, cplots.stable_rank_figure),
     Analysis("addition-grid", "accuracy of every a + b as a 100x100 heatmap, held-out square outlined (journal Fig. 7C)",
              rsn.AdditionGridOptions, rsn.compute_addition_grid, rplots.addition_grid_figure, ("addition",)),
+    Analysis("early-verdict", "will the run compose or memorize (4,3)? a logistic verdict from its early predictors",
+             vd.EarlyVerdictOptions, vd.compute_early_verdict, pplots.verdict_figure, ANCHOR),
     Analysis("coord-check", "init std and the first steps' activation scales vs width (mup-style coordinate check)",
              cc.CoordCheckOptions, cc.compute_coord_check, coord_check_figure),
 )}

@@ -50,3 +50,20 @@ def plot_auc(auc: pd.DataFrame, fractions: Sequence[float] | None = None, bar: f
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
+
+
+def verdict_figure(tables: dict[str, pd.DataFrame], opts: object = None, label: str = "") -> Figure:
+    """The ``early-verdict`` analysis: each feature's contribution to the logit, the verdict in the title."""
+    v, c = tables["verdict"].iloc[0], tables["features"]
+    fig = Figure(figsize=(6.5, 0.45 * len(c) + 1.6))
+    ax = fig.subplots()
+    y = np.arange(len(c))
+    ax.barh(y, c.contribution, color=["#4393c3" if x >= 0 else "#d6604d" for x in c.contribution])
+    ax.set_yticks(y, [f"{f} = {val:.3g}" for f, val in zip(c.feature, c.value)], fontsize=8)
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.invert_yaxis()
+    ax.set_xlabel("contribution to the logit (+ composes, - memorizes)")
+    ax.set_title(f"{label}\nat {v.at_fraction:.0%} (step {v.step}): p(composes) = {v.p_composes:.2f} -> {v.verdict}"
+                 f" (outcome: {v.outcome})", fontsize=9)
+    fig.tight_layout()
+    return fig
