@@ -48,6 +48,8 @@ def test_verdict_finds_a_separating_feature_on_held_out_runs():
     split = v[v.validation != "cv"]
     assert set(split.validation) == {"data_varied->init_varied", "init_varied->data_varied"}
     assert (split.n_runs == 20).all() and (split.auc >= 0.9).all()
+    one = S.verdict_table(_table(), fractions=(0.05,), ks=("good", "absent"), repeats=3)   # a named feature alone
+    assert set(one.model) == {"good"} and (one.auc >= 0.95).all()
 
 
 def test_verdict_is_held_out_noise_scores_near_chance():

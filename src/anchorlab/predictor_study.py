@@ -92,13 +92,24 @@ def _scores(y_true: np.ndarray, p: np.ndarray) -> tuple[float, float]:
     return mann_whitney_auc(p, y_true), float(np.mean((p >= 0.5) == y_true))
 
 
-def verdict_table(rows: pd.DataFrame, fractions: Sequence[float] = EARLY, ks: Sequence[int | None] = (None, 3),
+def _model(k: int | str | None, cols: list[str]) -> tuple[str, list[int], int | None]:
+    """(name, feature column indices, k for the F-test selection) of a model spec: None = all features,
+    an int = the k best, a feature name = that feature alone (a model chosen before seeing the data)."""
+    if isinstance(k, str):
+        return k, [cols.index(k)] if k in cols else [], None
+    k_eff = None if k is None or k >= len(cols) else k
+    return ("all" if k_eff is None else f"top{k_eff}"), list(range(len(cols))), k_eff
+
+
+def verdict_table(rows: pd.DataFrame, fractions: Sequence[float] = EARLY,
+                  ks: Sequence[int | str | None] = (None, 3, "margin/pair"),
                   split_col: str = "design", folds: int = 5, repeats: int = 20) -> pd.DataFrame:
     """Held-out accuracy of a logistic model ("composes" vs "memorizes") on the features at each fraction.
 
     Models: standardized features -> L2 logistic regression (C 1, balanced classes) on all features
-    (``all``) or on the ``k`` best by an F test chosen inside each training fold (``top{k}``), so no
-    held-out run informs the fit. Validation: stratified ``folds``-fold cross-validation repeated
+    (``all``), on the ``k`` best by an F test chosen inside each training fold (``top{k}``), so no
+    held-out run informs the fit, or on one named feature (default ``margin/pair``, the direct probe of
+    the held-out pair's answer). Validation: stratified ``folds``-fold cross-validation repeated
     ``repeats`` times with shuffled folds (``cv``; fewer folds when a class has fewer runs), the AUC
     and accuracy of each repeat's held-out probabilities averaged over repeats (leave-one-out is not
     used: its AUC is biased low, to 0 for an uninformative feature, because leaving a run out shifts
@@ -117,12 +128,14 @@ def verdict_table(rows: pd.DataFrame, fractions: Sequence[float] = EARLY, ks: Se
     for f in fractions:
         g = d[np.isclose(d.at_fraction, f)]
         cols = [c for c in feats if g[c].notna().all() and g[c].std() > 0]
-        X, y = g[cols].to_numpy(np.float64), (g.outcome == "composes").to_numpy()
+        y = (g.outcome == "composes").to_numpy()
         if len(g) < 4 or y.all() or not y.any():
             continue
         for k in ks:
-            k_eff = None if k is None or k >= len(cols) else k
-            name = "all" if k_eff is None else f"top{k_eff}"
+            name, idx, k_eff = _model(k, cols)
+            if not idx:
+                continue
+            X = g[[cols[i] for i in idx]].to_numpy(np.float64)
             n_splits = min(folds, int(y.sum()), int((~y).sum()))
             if n_splits >= 2:
                 reps = [_scores(y, cross_val_predict(
@@ -143,7 +156,7 @@ def verdict_table(rows: pd.DataFrame, fractions: Sequence[float] = EARLY, ks: Se
     return pd.DataFrame(out, columns=VERDICT_COLUMNS)
 
 
-def fit_verdict(rows: pd.DataFrame, at_fraction: float, k: int | None = 3,
+def fit_verdict(rows: pd.DataFrame, at_fraction: float, k: int | str | None = 3,
                 verdict: pd.DataFrame | None = None) -> VerdictModel:
     """The logistic model of :func:`verdict_table` fitted on every "composes" / "memorizes" run at
     ``at_fraction``, as a :class:`~anchorlab.analysis.verdict.VerdictModel`; its ``validation`` is the
@@ -155,12 +168,14 @@ def fit_verdict(rows: pd.DataFrame, at_fraction: float, k: int | None = 3,
     cols = [c for c in feature_columns(rows) if d[c].notna().all() and d[c].std() > 0]
     if d.empty or not cols:
         raise ValueError(f"fit_verdict: no labelled runs with features at fraction {at_fraction}")
-    k_eff = None if k is None or k >= len(cols) else k
+    name, idx, k_eff = _model(k, cols)
+    if not idx:
+        raise ValueError(f"fit_verdict: feature {k!r} is not among the study's features at {at_fraction}")
+    cols = [cols[i] for i in idx]
     pipe = _pipeline(k_eff).fit(d[cols].to_numpy(np.float64), (d.outcome == "composes").to_numpy())
     scaler, lr = pipe[0], pipe[-1]
     keep = pipe[1].get_support() if k_eff else np.ones(len(cols), bool)
     v = verdict if verdict is not None else verdict_table(rows, fractions=(at_fraction,), ks=(k,))
-    name = "all" if k_eff is None else f"top{k_eff}"
     val = v[np.isclose(v.at_fraction, at_fraction) & (v.model == name) & (v.validation == "cv")]
     flats = [flat_identity(config_of(r)) for r in d.run_dir.unique()]
     setting = {key: val0 for key, val0 in flats[0].items()
@@ -209,13 +224,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--n-boot", type=int, default=1000)
     p.add_argument("--fit-verdict", metavar="FILE", help="also fit the early-verdict model and write it as JSON")
     p.add_argument("--verdict-fraction", type=float, default=0.1, help="its fraction of training (default 0.1)")
-    p.add_argument("--verdict-k", type=int, default=3, help="its number of features, 0 for all (default 3)")
+    p.add_argument("--verdict-model", default="3",
+                   help="its features: a number k (the k best), 0 for all, or one feature's name (default 3)")
     a = p.parse_args(argv)
     rows, auc, verdict, paths = write_study(a.sweep_dirs, a.out, a.threshold, a.id_min, a.n_boot)
     if a.fit_verdict:
         from .io import atomic_write
 
-        vm = fit_verdict(rows, a.verdict_fraction, a.verdict_k or None, verdict)
+        spec = int(a.verdict_model) if a.verdict_model.isdigit() else a.verdict_model
+        vm = fit_verdict(rows, a.verdict_fraction, spec or None, verdict)
         paths.append(atomic_write(Path(a.fit_verdict), lambda p: Path(p).write_text(vm.to_json())))
         print(f"verdict model at {vm.at_fraction:.0%}: {', '.join(vm.features)}; validation {vm.validation}")
     runs = rows.drop_duplicates("run_id")

@@ -47,7 +47,8 @@ def plot_auc(auc: pd.DataFrame, fractions: Sequence[float] | None = None, bar: f
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_xlabel("AUC, composes vs memorizes (95% bootstrap interval)")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.5 / (0.28 * len(feats) + 1.4)),
+              ncol=len(fracs), frameon=False)
     fig.tight_layout()
     return fig
 
