@@ -179,6 +179,9 @@ def test_fit_verdict_analysis_and_callback(tmp_path, tiny_overrides, monkeypatch
     train(load_config("demo/small", sets + ["train.init_seed=7"]), tmp_path / "cb")
     logged = [json.loads(x) for x in (tmp_path / "cb" / "metrics.jsonl").read_text().splitlines()]
     with_p = [r for r in logged if "verdict/p_composes" in r]
+    assert vm.differences(load_config("demo/small", sets + ["train.init_seed=7"])) == []
     assert [r["step"] for r in with_p] == [2]                          # the evaluation nearest 10% of 16 steps
     feats = {k[len("pred/"):]: v for k, v in with_p[0].items() if k.startswith("pred/")}
     assert with_p[0]["verdict/p_composes"] == pytest.approx(vm.p_composes(feats))
+    train(load_config("demo/small", sets + ["init.gamma=0.6"]), tmp_path / "other")   # not the fitted setting
+    assert "verdict/p_composes" not in (tmp_path / "other" / "metrics.jsonl").read_text()

@@ -243,14 +243,14 @@ class PredictorCallback:
 
     Built by the run lifecycle as ``PredictorCallback(task, train_data, eval_data)`` and called as
     ``cb(step, model) -> {metric: float}``. A task without a held-out ``pair`` whose mirror is trained logs nothing.
-    Given the run's ``last_step`` and ``eval_every``, it also logs ``verdict/p_composes`` (the built-in early
-    verdict, :mod:`anchorlab.analysis.verdict`, when this install has one) at the evaluation nearest the
-    verdict's fraction of training.
+    Given the run's ``last_step``, ``eval_every`` and ``cfg``, it also logs ``verdict/p_composes`` (the built-in
+    early verdict, :mod:`anchorlab.analysis.verdict`, when this install has one and the run is in the setting it
+    was fitted in) at the evaluation nearest the verdict's fraction of training.
     """
 
     def __init__(self, task: AnchorTask, train_data: AnchorData | None = None, eval_data: Groups | None = None,
                  pair: tuple[int, int] = PAIR, n_grad: int = 512, until_step: float | None = None,
-                 last_step: int | None = None, eval_every: int | None = None) -> None:
+                 last_step: int | None = None, eval_every: int | None = None, cfg: ExperimentConfig | None = None) -> None:
         from ..extras import require
         require("scipy.cluster.hierarchy", "train.log_predictors (condensation clustering)")
         self.task, self.train_data, self.pair, self.n_grad = task, train_data, tuple(pair), n_grad
@@ -260,7 +260,10 @@ class PredictorCallback:
         if last_step and eval_every:
             from .verdict import BUILTIN, load_verdict
 
-            if BUILTIN.exists():
+            differs = load_verdict().differences(cfg) if BUILTIN.exists() and cfg is not None else ["no config"]
+            if BUILTIN.exists() and differs:   # the model speaks for the setting it was fitted in, no other
+                log.info("early verdict not logged: this run differs from its fitted setting (%s)", "; ".join(differs))
+            elif BUILTIN.exists():
                 self.verdict = load_verdict()
                 target = self.verdict.at_fraction * last_step
                 evals = [*range(0, last_step + 1, eval_every), last_step]

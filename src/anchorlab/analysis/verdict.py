@@ -26,7 +26,7 @@ import pandas as pd
 from ..config import ConfigError
 
 BUILTIN = Path(__file__).with_name("early_verdict_demo.json")
-SEEDS = ("train.data_seed", "train.init_seed")
+SEEDS = ("name", "train.data_seed", "train.init_seed")   # not part of a fitted setting: the label and the seeds
 
 
 def outcome(id_acc: float, inferential: float, symmetric: float, threshold: float = 0.5,

@@ -300,7 +300,8 @@ class RunState:
             # up to the fraction, the evaluation nearest to it included, and at the last step
             callbacks.append(load(CALLBACKS["predictors"])(task, train_data, eval_data,
                                                            until_step=cfg.train.predictors_until * total + every / 2,
-                                                           last_step=total, eval_every=every))
+                                                           last_step=total, eval_every=every,
+                                                           cfg=cfg))
         if hasattr(task, "write_run_files"):  # on Task with a default; a duck-typed task may leave it out
             task.write_run_files(run_dir, seed)
         if tracker is not None:
