@@ -113,6 +113,17 @@ def test_study_tables_from_a_tiny_sweep(tmp_path, tiny_overrides):
     assert (tmp_path / "out" / "p_runs.csv").exists() and (tmp_path / "out" / "p_verdict.csv").exists()
     assert list(pd.read_csv(tmp_path / "out" / "p.csv").columns) in ([], ["feature", "at_fraction", "auc", "auc_lo",
                                                                        "auc_hi", "n_runs"])
+    # an earlier table joins: its runs are added once, a run found in a directory wins, outcomes re-read
+    old = pd.read_csv(tmp_path / "out" / "p_runs.csv")
+    extra = old[old.run_id == old.run_id.iloc[0]].assign(run_id="earlier", run_dir="/gone", id_acc=1.0,
+                                                         inferential_final=0.9, symmetric_final=0.0)
+    extra.to_csv(tmp_path / "old.csv", index=False)
+    old.to_csv(tmp_path / "same.csv", index=False)
+    rows2, *_ = S.write_study([tmp_path / "sw"], tmp_path / "out2" / "p.csv", n_boot=20,
+                              with_rows=[tmp_path / "old.csv", tmp_path / "same.csv"])
+    assert rows2.run_id.nunique() == 3 and len(rows2) == 3 * len(S.FRACTIONS)
+    assert set(rows2[rows2.run_id == "earlier"].outcome) == {"composes"}
+    assert (rows2[rows2.run_id != "earlier"].run_dir.str.startswith(str(tmp_path))).all()
 
 
 def test_plot_auc_draws_and_names_missing_columns():

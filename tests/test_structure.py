@@ -49,8 +49,8 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("sweep", ("sweep",), "grid, runner, executors, the results store, aggregation, reading a sweep back"),
     ("report", ("report", "report_page"), "a sweep's HTML page"),
     ("reproduce", ("reproduce",), "paper figures: sweep per scale -> maker -> figure and claims"),
-    ("studies", ("robustness", "demo", "headline", "predictor_study", "bench"),
-     "the robustness study, the CPU demo, the Fig. 2 cell tables, the predictor study, the training benchmark"),
+    ("studies", ("robustness", "demo", "headline", "predictor_study", "gamma_wd", "bench"),
+     "the robustness study, the CPU demo, the Fig. 2 cell tables, the predictor study, the gamma x wd grid, the training benchmark"),
     ("entry", ("cli", "cli_args", "cli_parser", "cli_support", ""), "the command line and the public API"),
 ]
 

@@ -62,6 +62,21 @@ def study_rows(sweep_dirs: Sequence[str | Path], fractions: Sequence[float] = FR
     return df[head + [c for c in df.columns if c not in head and c != "run_dir"] + ["run_dir"]]
 
 
+def earlier_rows(paths: Sequence[str | Path], threshold: float = 0.5, id_min: float = 0.9) -> pd.DataFrame:
+    """Rows of earlier studies' ``*_runs.csv`` tables (for runs whose directories are not at hand), with
+    each run's outcome re-read at ``threshold`` / ``id_min``."""
+    frames = [pd.read_csv(p) for p in paths]
+    if not frames:
+        return pd.DataFrame(columns=RUN_COLUMNS + ["at_fraction", "step"])
+    df = pd.concat(frames, ignore_index=True).drop(columns=["design"], errors="ignore")
+    missing = [c for c in RUN_COLUMNS + ["at_fraction", "step"] if c not in df.columns]
+    if missing:
+        raise ValueError(f"--with-rows: {', '.join(map(str, paths))} lack column(s) {', '.join(missing)}")
+    df["outcome"] = [outcome(i, a, b, threshold, id_min)
+                     for i, a, b in zip(df.id_acc, df.inferential_final, df.symmetric_final)]
+    return df.drop_duplicates(["run_id", "at_fraction"])
+
+
 def feature_columns(rows: pd.DataFrame) -> list[str]:
     """The feature columns of :func:`study_rows` (everything that is not run metadata)."""
     return [c for c in rows.columns if c not in RUN_COLUMNS and c not in ("at_fraction", "step", "design", "run_dir")]
@@ -177,7 +192,9 @@ def fit_verdict(rows: pd.DataFrame, at_fraction: float, k: int | str | None = 3,
     keep = pipe[1].get_support() if k_eff else np.ones(len(cols), bool)
     v = verdict if verdict is not None else verdict_table(rows, fractions=(at_fraction,), ks=(k,))
     val = v[np.isclose(v.at_fraction, at_fraction) & (v.model == name) & (v.validation == "cv")]
-    flats = [flat_identity(config_of(r)) for r in d.run_dir.unique()]
+    flats = [flat_identity(config_of(r)) for r in d.run_dir.unique() if (Path(str(r)) / "config.yaml").exists()]
+    if not flats:
+        raise ValueError("fit_verdict: none of the runs' directories is at hand to read the fitted setting")
     setting = {key: val0 for key, val0 in flats[0].items()
                if key not in SEEDS and all(f.get(key) == val0 for f in flats[1:])}
     return VerdictModel(
@@ -195,12 +212,19 @@ def with_design(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_study(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: float = 0.5, id_min: float = 0.9,
-                n_boot: int = 1000) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[Path]]:
+                n_boot: int = 1000, with_rows: Sequence[str | Path] = ()
+                ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[Path]]:
     """Write ``out`` (the AUC table), ``<stem>_runs.csv`` (one row per run and fraction),
-    ``<stem>_verdict.csv`` and ``<stem>.png`` (AUC per feature at the early fractions)."""
+    ``<stem>_verdict.csv`` and ``<stem>.png`` (AUC per feature at the early fractions). ``with_rows``:
+    earlier ``*_runs.csv`` tables whose runs join the study (a run found in a directory wins)."""
     from .io import atomic_write
 
-    rows = with_design(study_rows(sweep_dirs, FRACTIONS, threshold, id_min))
+    rows = study_rows(sweep_dirs, FRACTIONS, threshold, id_min)
+    if with_rows:
+        old = earlier_rows(with_rows, threshold, id_min)
+        rows = pd.concat([rows, old[~old.run_id.isin(rows.run_id)][rows.columns if len(rows) else old.columns]],
+                         ignore_index=True)
+    rows = with_design(rows)
     auc = study_auc(rows, n_boot=n_boot) if len(rows) else pd.DataFrame()
     verdict = verdict_table(rows) if len(rows) else pd.DataFrame(columns=VERDICT_COLUMNS)
     out = Path(out)
@@ -222,12 +246,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--threshold", type=float, default=0.5, help="OOD accuracy that names a solution (default 0.5)")
     p.add_argument("--id-min", type=float, default=0.9)
     p.add_argument("--n-boot", type=int, default=1000)
+    p.add_argument("--with-rows", action="append", default=[], metavar="CSV",
+                   help="an earlier study's *_runs.csv whose runs join this one (repeatable)")
     p.add_argument("--fit-verdict", metavar="FILE", help="also fit the early-verdict model and write it as JSON")
     p.add_argument("--verdict-fraction", type=float, default=0.1, help="its fraction of training (default 0.1)")
     p.add_argument("--verdict-model", default="3",
                    help="its features: a number k (the k best), 0 for all, or one feature's name (default 3)")
     a = p.parse_args(argv)
-    rows, auc, verdict, paths = write_study(a.sweep_dirs, a.out, a.threshold, a.id_min, a.n_boot)
+    rows, auc, verdict, paths = write_study(a.sweep_dirs, a.out, a.threshold, a.id_min, a.n_boot, a.with_rows)
     if a.fit_verdict:
         from .io import atomic_write
 

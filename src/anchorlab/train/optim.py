@@ -55,3 +55,13 @@ def lr_at(step: int, steps_per_epoch: int, cfg: OptimConfig) -> float:
     if cfg.cosine_epochs > 0 and t < cfg.cosine_epochs:
         return cfg.min_lr + (peak - cfg.min_lr) * 0.5 * (1.0 + math.cos(math.pi * t / cfg.cosine_epochs))
     return cfg.min_lr if cfg.cosine_epochs > 0 else peak
+
+
+def lr_sum(steps_per_epoch: int, total_steps: int, cfg: OptimConfig) -> float:
+    """Sum of the learning rate over ``total_steps`` optimizer steps of the schedule (:func:`lr_at`).
+
+    AdamW's decoupled decay multiplies a weight by ``1 - lr * wd`` each step, about
+    ``exp(-wd * lr_sum)`` over training: ``wd * lr_sum`` is the run's decay exponent, the quantity to
+    match when weight-decay rows are moved to another optimizer clock.
+    """
+    return float(math.fsum(lr_at(s, steps_per_epoch, cfg) for s in range(int(total_steps))))
