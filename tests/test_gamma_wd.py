@@ -100,3 +100,15 @@ def test_condensation_is_read_from_a_trained_run(tmp_path, tiny_overrides):
     mats = condensation_matrices(rows, {f["run_id"]: f["run_dir"] for f in fs})
     (C,) = mats.values()
     assert list(mats) == [(0.5, 0.1)] and C.shape == (16, 16) and abs(C.diagonal() - 1).max() < 1e-5
+
+
+def test_the_rescue_spec_reruns_the_predictor_studys_draws_at_the_journals_rows():
+    rescue = [r.config for r in expand(resolve_sweep("wd_rescue_cpu"))]
+    pred = {(c.train.data_seed, c.train.init_seed): c for c in (r.config for r in expand(resolve_sweep("predictors_cpu")))}
+    assert len(rescue) == 16
+    j_sum = decay_exponent(load_config("journal/paper"))[0]
+    for c in rescue:
+        p = pred[(c.train.data_seed, c.train.init_seed)]   # the same draw, model, init and clock
+        assert (c.init, c.model, c.task) == (p.init, p.model, p.task)
+        assert (c.optim.peak, c.train.epochs) == (p.optim.peak, p.train.epochs)
+    assert sorted({decay_exponent(c)[1] / j_sum for c in rescue}) == pytest.approx([0.0, 0.01, 0.1, 1.0], rel=0.01)
