@@ -26,7 +26,7 @@ import pandas as pd
 COLUMNS = ["paper_gamma", "weight_decay", "decay_exponent", "seed", "id_acc", "inferential_best",
            "symmetric_best", "phase"]
 EXTRA = ["data_seed", "id_best", "inferential_final", "symmetric_final", "solution", "lr_sum", "peak_lr",
-         "gamma", "ref_width", "steps", "run_id"]
+         "gamma", "ref_width", "precision", "steps", "run_id"]
 COND = {"wq0": ("blocks", 0, "attn", "W_Q"), "win0": ("blocks", 0, "mlp", "W_in")}
 COND_SCORES = ("largest_group_frac", "mean_abs_cos", "effective_directions_frac")
 
@@ -116,7 +116,8 @@ def grid_rows(runs: Sequence[Mapping[str, Any]], threshold: float = 0.5, id_min:
              "symmetric_best": best.get("ood_symmetric_acc", nan), "data_seed": cfg.train.data_seed,
              "id_best": best.get("id_acc", nan), "inferential_final": fin.get("ood_inferential_acc", nan),
              "symmetric_final": fin.get("ood_symmetric_acc", nan), "lr_sum": s, "peak_lr": cfg.optim.peak,
-             "gamma": cfg.init.gamma, "ref_width": cfg.init.ref_width, "steps": f.get("steps"),
+             "gamma": cfg.init.gamma, "ref_width": cfg.init.ref_width,
+             "precision": (f.get("precision") or {}).get("matmul_dtype", "float32"), "steps": f.get("steps"),
              "run_id": f.get("run_id")}
         r["phase"] = classify_phase(r["id_best"], r["inferential_best"], thresholds=th)[0]
         r["solution"] = solution(r["id_acc"], r["inferential_final"], r["symmetric_final"], threshold, id_min)
