@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from anchorlab.config import load_config
-from anchorlab.gamma_wd import COLUMNS, decay_exponent, grid_cells, main, rescue_table, solution
+from anchorlab.gamma_wd import COLUMNS, decay_exponent, grid_cells, main, rescue_table
 from anchorlab.sweep.grid import expand, resolve_sweep
 from anchorlab.train.optim import lr_at, lr_sum
 
@@ -39,14 +39,6 @@ def test_the_grid_spec_matches_the_journals_rows_by_decay_exponent():
     mine = sorted({decay_exponent(c)[1] for c in runs})
     assert mine == pytest.approx([wd * j_sum for wd in (0.0, 0.01, 0.1, 1.0)], rel=0.01, abs=1e-9)
     assert [c.train.init_seed for c in runs[:12]] == [1] * 12   # the memorizing draw leads
-
-
-def test_solution_names_each_outcome():
-    assert solution(0.95, 0.7, 0.2) == "composes"
-    assert solution(0.95, 0.1, 0.8) == "memorizes"
-    assert solution(0.95, 0.3, 0.3) == "neither"
-    assert solution(0.5, 0.9, 0.0) == "no_fit"
-    assert solution(0.95, 0.7, 0.2, threshold=0.8) == "neither"
 
 
 def _fake(root, gamma, wd, seed, fin, best):
@@ -80,7 +72,7 @@ def test_tables_on_hand_made_runs(tmp_path, capsys):
     c1 = cells[cells.weight_decay == 1.0].iloc[0]
     assert c1.id_best == pytest.approx(0.8) and c1.phase == 1   # mean best ID 0.8 < 0.9
     r = rescue_table(rows).set_index("seed")
-    assert bool(r.loc[1, "rescued"]) and not bool(r.loc[0, "rescued"]) and r.loc[0, "wd=1"] == "no_fit"
+    assert bool(r.loc[1, "rescued"]) and not bool(r.loc[0, "rescued"]) and r.loc[0, "wd=1"] == "unfit"
     assert rows["cond/wq0_mean_abs_cos"].isna().all()   # fake runs hold no weights
     assert (tmp_path / "gw.png").stat().st_size > 5000
     assert "4 runs; wrote" in capsys.readouterr().out

@@ -130,13 +130,30 @@ def test_robustness_regime_map_end_to_end(tmp_path, capsys):
     for s in tiny:
         args += ["--set", s]
     assert main(args) == 0
-    assert "regime map" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "regime map" in printed and "train.epochs: the same solution (OOD >= 0.5) at every value in" in printed
     m = pd.read_csv(tmp_path / "m" / "map.csv")
     assert list(m["train.epochs"]) == [1, 2] and (m.cases == 2).all()
     assert list(m.steps) == [4, 8] and m.contrast_rate.between(0, 1).all()
     cases = pd.read_csv(tmp_path / "m" / "cases.csv")
     assert len(cases) == 8 and sorted(cases["train.epochs"].unique()) == [1, 2]
     assert (tmp_path / "m" / "regime_map.png").exists()
+    paired = pd.read_csv(tmp_path / "m" / "paired.csv")   # one varied key: each case at both values
+    assert len(paired) == 4 and {"solution@1", "solution@2", "id_acc@1", "ood_symmetric_acc@2"} <= set(paired.columns)
+
+
+def test_paired_cases_by_hand():
+    from anchorlab.robustness import paired_cases
+
+    rows = []
+    for amp, small in (("none", (0.99, 0.8, 0.1)), ("bf16", (0.99, 0.1, 0.8))):   # small init flips
+        for name, (i, inf, sym) in (("large_init", (0.95, 0.0, 0.9)), ("small_init", small)):
+            rows.append({"train.amp": amp, "op_set": "A", "seed": 0, "setting": name, "peak_lr": 2e-3,
+                         "status": "finished", "id_acc": i, "ood_inferential_acc": inf, "ood_symmetric_acc": sym})
+    p = paired_cases(pd.DataFrame(rows), "train.amp").set_index("setting")
+    assert list(p.same_solution) == [True, False]
+    assert p.loc["small_init", "solution@none"] == "composes" and p.loc["small_init", "solution@bf16"] == "memorizes"
+    assert p.loc["large_init", "ood_symmetric_acc@bf16"] == 0.9
 
 
 def test_robustness_with_peak_lrs_reports_the_papers_rule_beside_the_per_run_rate(tmp_path, capsys):

@@ -41,17 +41,6 @@ def decay_exponent(cfg: Any) -> tuple[float, float]:
     return s, cfg.optim.weight_decay * s
 
 
-def solution(id_acc: float, inferential: float, symmetric: float, threshold: float = 0.5,
-             id_min: float = 0.9) -> str:
-    """``composes`` / ``memorizes`` (that mapping >= ``threshold`` with ID >= ``id_min``), ``neither``
-    (ID fitted, neither mapping), ``no_fit`` (ID below ``id_min``)."""
-    if not id_acc >= id_min:
-        return "no_fit"
-    if inferential >= threshold and inferential >= symmetric:
-        return "composes"
-    return "memorizes" if symmetric >= threshold else "neither"
-
-
 def _weight(model: Any, path: tuple) -> Any:
     obj = model
     for p in path:
@@ -99,6 +88,7 @@ def grid_rows(runs: Sequence[Mapping[str, Any]], threshold: float = 0.5, id_min:
     """final.json dicts -> one row per run with :data:`COLUMNS`, :data:`EXTRA` and (``condensation``)
     the ``cond/*`` scores. ``phase``: the journal's, from the run's best ID and best inferential
     accuracy over training (1: ID < ``id_min``; 2: ID fitted, OOD < ``threshold``; 3: both)."""
+    from .analysis.verdict import outcome
     from .config import experiment_from_dict
     from .eval.phases import PhaseThresholds, classify_phase
     from .headline import paper_gamma
@@ -120,7 +110,7 @@ def grid_rows(runs: Sequence[Mapping[str, Any]], threshold: float = 0.5, id_min:
              "precision": (f.get("precision") or {}).get("matmul_dtype", "float32"), "steps": f.get("steps"),
              "run_id": f.get("run_id")}
         r["phase"] = classify_phase(r["id_best"], r["inferential_best"], thresholds=th)[0]
-        r["solution"] = solution(r["id_acc"], r["inferential_final"], r["symmetric_final"], threshold, id_min)
+        r["solution"] = outcome(r["id_acc"], r["inferential_final"], r["symmetric_final"], threshold, id_min)
         if condensation and f.get("run_dir"):
             r.update(condensation_row(f["run_dir"]))
         rows.append(r)

@@ -200,6 +200,25 @@ def judgement_tables(cases: pd.DataFrame, large: str, small: str, thresholds: Se
     return {"seeds": seed_bests(ok, [*by, "op_set", "setting"]), "cells": cells, "rates": table}
 
 
+def paired_cases(cases: pd.DataFrame, key: str, threshold: float = 0.5, id_min: float = 0.9) -> pd.DataFrame:
+    """One row per case (op set, seed, setting, peak lr) with each value of the varied ``key`` side by side:
+    final ID / inferential / symmetric accuracy and the solution (:func:`anchorlab.analysis.verdict.outcome`
+    at ``threshold``) as ``<metric>@<value>``, and ``same_solution``: every value gives the same one."""
+    from .analysis.verdict import outcome
+
+    ok = cases[cases.status.isin(["finished", "stopped_early", "diverged"])]
+    ok = ok.assign(solution=[outcome(i, a, b, threshold, id_min) for i, a, b in
+                             zip(ok.id_acc, ok.ood_inferential_acc, ok.ood_symmetric_acc)],
+                   _value=ok[key].map(lambda v: f"{v:g}" if isinstance(v, float) else str(v)))
+    case = ["op_set", "seed", "setting", "peak_lr"]
+    wide = ok.pivot_table(index=case, columns="_value", aggfunc="first",
+                          values=["id_acc", "ood_inferential_acc", "ood_symmetric_acc", "solution"])
+    wide.columns = [f"{m}@{v}" for m, v in wide.columns]
+    sol = wide[[c for c in wide.columns if c.startswith("solution@")]]
+    wide["same_solution"] = sol.nunique(axis=1).eq(1) & sol.notna().all(axis=1)
+    return wide.reset_index()
+
+
 def summary_lines(rates_table: pd.DataFrame, n_lrs: int, n_seeds: int, id_min: float = 0.9) -> list[str]:
     """One line per threshold: the papers' rule and the per-run rate, always together."""
     out = []
@@ -266,6 +285,12 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
     if by:
         res["map"] = rate_map(judged, cases, by)
         tables += [("map", res["map"]), ("paper_map", jt["rates"])]
+    if len(by) == 1:
+        res["paired"] = paired_cases(cases, by[0], min(thresholds), id_min)
+        tables.append(("paired", res["paired"]))
+        n, same = len(res["paired"]), int(res["paired"].same_solution.sum())
+        res["summary"].append(f"{by[0]}: the same solution (OOD >= {min(thresholds):g}) at every value in {same} of "
+                              f"{n} cases (paired.csv)")
     files = {}
     for name, t in tables:
         files[name] = atomic_write(out / f"{name}.csv", lambda p, t=t: t.to_csv(p, index=False))
