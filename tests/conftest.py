@@ -23,7 +23,8 @@ def tiny_overrides():
     return ["model.d_model=32", "model.d_head=16", "model.d_ff=64", "task.n_train=4096",
             "task.n_eval_per_group=64", "train.batch_size=256", "train.epochs=2",
             "optim.lr=1e-3", "optim.warmup_epochs=0.5", "optim.warmup_multiplier=2",
-            "optim.cosine_epochs=1.5", "optim.min_lr=1e-4", "train.threads=1"]
+            "optim.cosine_epochs=1.5", "optim.min_lr=1e-4", "train.threads=1",
+            "train.amp=none"]   # float32 whatever the CPU: demo/small defaults to auto (bf16 where the CPU has units)
 
 
 @pytest.fixture
