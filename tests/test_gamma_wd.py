@@ -31,7 +31,7 @@ def test_the_decay_exponent_is_adamws_shrinkage_of_a_weight_with_no_gradient():
 
 def test_the_grid_spec_matches_the_journals_rows_by_decay_exponent():
     runs = [r.config for r in expand(resolve_sweep("gamma_wd_cpu"))]
-    assert len(runs) == 36 and {c.init.ref_width for c in runs} == {400}
+    assert len(runs) == 60 and {c.init.ref_width for c in runs} == {400}
     assert sorted({c.init.gamma for c in runs}) == [0.3, 0.4, 0.5]
     journal = load_config("journal/paper")
     j_sum = decay_exponent(journal)[0]
