@@ -56,11 +56,11 @@ def plot_gamma_wd(cells: pd.DataFrame, rows: pd.DataFrame, threshold: float = 0.
         ax.set_title(f"{m} (held-out pair): papers' cell\n(mean over seeds of the best over training)", fontsize=8)
     axes[0].set_ylabel("paper gamma (init.ref_width 400)" if cells.paper_gamma.notna().all()
                        else "gamma", fontsize=8)
-    fig.colorbar(im, cax=fig.add_axes([0.9, 0.32, 0.015, 0.54]), label="accuracy")
+    fig.colorbar(im, cax=fig.add_axes([0.9, 0.25, 0.015, 0.61]), label="accuracy")
     fig.text(0.01, 0.01, f"phase: journal's (1: best ID < {id_min:g}, hatched; 2: ID fitted, inferential < "
              f"{threshold:g}; 3: both). counts: runs composing (c) / memorizing (m) by final metrics.\n" + JOURNAL,
              fontsize=6.5, va="bottom")
-    fig.subplots_adjust(bottom=0.32, top=0.86, left=0.08, right=0.87)
+    fig.subplots_adjust(bottom=0.25, top=0.86, left=0.08, right=0.87)
     return fig
 
 
