@@ -73,8 +73,10 @@ def test_tables_on_hand_made_runs(tmp_path, capsys):
     assert c1.id_best == pytest.approx(0.8) and c1.phase == 1   # mean best ID 0.8 < 0.9
     r = rescue_table(rows).set_index("seed")
     assert bool(r.loc[1, "rescued"]) and not bool(r.loc[0, "rescued"]) and r.loc[0, "wd=1"] == "unfit"
+    assert bool(r.loc[1, "rescued_best"]) and r.loc[1, "best wd=0"] == "memorizes"
+    assert r.loc[0, "best wd=1"] == "unfit" and r.loc[0, "best wd=0"] == "composes"
     assert rows["cond/wq0_mean_abs_cos"].isna().all()   # fake runs hold no weights
-    assert (tmp_path / "gw.png").stat().st_size > 5000
+    assert (tmp_path / "gw.png").stat().st_size > 5000 and len(pd.read_csv(tmp_path / "gw_rescue.csv")) == 2
     assert "4 runs; wrote" in capsys.readouterr().out
 
 

@@ -145,22 +145,36 @@ def grid_cells(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9) 
     return cells.merge(means, on=keys).merge(rates, on=keys)
 
 
-def rescue_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per (paper gamma, seed): the run's solution at each weight decay (columns ``wd=<value>``, by the
-    final metrics), and ``rescued``: it memorizes at the smallest decay and composes at the largest."""
-    t = rows.assign(paper_gamma=rows.paper_gamma.fillna(-1.0)).pivot_table(
-        index=["paper_gamma", "gamma", "seed", "data_seed"], columns="weight_decay", values="solution", aggfunc="first")
-    lo, hi = t.columns.min(), t.columns.max()
-    out = t.rename(columns=lambda w: f"wd={w:g}").reset_index()
+def rescue_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9) -> pd.DataFrame:
+    """Per (gamma, seed): the run's solution at each weight decay (``wd=<value>``, final metrics) and the
+    same by the best over training (``best wd=<value>``: best ID >= ``id_min`` and best inferential /
+    symmetric accuracy, :func:`~anchorlab.analysis.verdict.outcome` of the bests); ``rescued``: it
+    memorizes at the smallest decay and composes at some larger one (final metrics); ``rescued_best``:
+    the same by the bests (a run that composed during training and lost its fit to the decay counts)."""
+    from .analysis.verdict import outcome
+
+    r = rows.assign(paper_gamma=rows.paper_gamma.fillna(-1.0),
+                    best=[outcome(i, a, b, threshold, id_min)
+                          for i, a, b in zip(rows.id_best, rows.inferential_best, rows.symmetric_best)])
+    keys = ["paper_gamma", "gamma", "seed", "data_seed"]
+    out = None
+    for col, prefix in (("solution", "wd="), ("best", "best wd=")):
+        t = r.pivot_table(index=keys, columns="weight_decay", values=col, aggfunc="first")
+        lo = t.columns.min()
+        later = t[[c for c in t.columns if c > lo]].eq("composes").any(axis=1)
+        flag = (t[lo].eq("memorizes") & later).rename("rescued" if col == "solution" else "rescued_best")
+        t = t.rename(columns=lambda w, p=prefix: f"{p}{w:g}")
+        t = pd.concat([t, flag], axis=1)
+        out = t if out is None else out.join(t)
+    out = out.reset_index()
     out["paper_gamma"] = out.paper_gamma.where(out.paper_gamma >= 0)
-    out["rescued"] = (t[lo].eq("memorizes") & t[hi].eq("composes")).to_numpy()
     return out
 
 
 def write_grid(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: float = 0.5,
                id_min: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
     """Read every finished run of ``sweep_dirs`` (a run in several counts once); write ``out`` (the run
-    rows), ``<stem>_cells.csv``, ``<stem>.png`` (the phase diagram) and ``<stem>_condensation.png``
+    rows), ``<stem>_cells.csv``, ``<stem>_rescue.csv`` (:func:`rescue_table`), ``<stem>.png`` (the phase diagram) and ``<stem>_condensation.png``
     (journal Fig. 10: the W_Q(1) cosine matrices of one seed over the grid)."""
     from .io import atomic_write
     from .sweep.results import finals
@@ -176,6 +190,8 @@ def write_grid(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: flo
     paths = [atomic_write(out, lambda p: rows.to_csv(p, index=False)),
              atomic_write(out.with_name(out.stem + "_cells.csv"), lambda p: cells.to_csv(p, index=False))]
     if len(cells):
+        rescue = rescue_table(rows, threshold, id_min)
+        paths.append(atomic_write(out.with_name(out.stem + "_rescue.csv"), lambda p: rescue.to_csv(p, index=False)))
         from .plots.gamma_wd import plot_gamma_wd
         from .plots.save import save_figure
         from .plots.sweep import plot_matrix_grid
@@ -204,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cols = ["paper_gamma", "weight_decay", "decay_exponent", "n_seeds", "id_best", "inferential_best",
                 "symmetric_best", "phase", "composes_rate", "memorizes_rate", "cond/wq0_mean_abs_cos"]
         print(cells[[c for c in cols if c in cells]].to_string(**fmt))
-        print(rescue_table(rows).to_string(index=False))
+        print(rescue_table(rows, a.threshold, a.id_min).to_string(index=False))
     print(f"{len(rows)} runs; wrote {', '.join(map(str, paths))}")
     return 0
 
