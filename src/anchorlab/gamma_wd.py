@@ -174,7 +174,8 @@ def rescue_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9
 def write_grid(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: float = 0.5,
                id_min: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
     """Read every finished run of ``sweep_dirs`` (a run in several counts once); write ``out`` (the run
-    rows), ``<stem>_cells.csv``, ``<stem>_rescue.csv`` (:func:`rescue_table`), ``<stem>.png`` (the phase diagram) and ``<stem>_condensation.png``
+    rows), ``<stem>_cells.csv``, ``<stem>_rescue.csv`` (:func:`rescue_table`), ``<stem>.png`` (the phase
+    diagram) and ``<stem>_condensation.png``
     (journal Fig. 10: the W_Q(1) cosine matrices of one seed over the grid)."""
     from .io import atomic_write
     from .sweep.results import finals

@@ -289,8 +289,8 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
         res["paired"] = paired_cases(cases, by[0], min(thresholds), id_min)
         tables.append(("paired", res["paired"]))
         n, same = len(res["paired"]), int(res["paired"].same_solution.sum())
-        res["summary"].append(f"{by[0]}: the same solution (OOD >= {min(thresholds):g}) at every value in {same} of "
-                              f"{n} cases (paired.csv)")
+        res["summary"].append(f"{by[0]}: the same solution (OOD >= {min(thresholds):g}) at every value in "
+                              f"{same} of {n} cases (paired.csv)")
     files = {}
     for name, t in tables:
         files[name] = atomic_write(out / f"{name}.csv", lambda p, t=t: t.to_csv(p, index=False))
