@@ -151,7 +151,7 @@ def test_verdict_model_by_hand(tiny_overrides):
         vm.p_composes({"a": 1.0, "b": float("nan")})
     cfg = load_config("demo/small", tiny_overrides + ["init.gamma=0.45"])
     assert vm.differences(cfg) == []
-    assert vm.differences(load_config("demo/small", tiny_overrides)) == ["init.gamma: 0.5 != 0.45"]
+    assert vm.differences(load_config("demo/small", tiny_overrides + ["init.gamma=0.5"])) == ["init.gamma: 0.5 != 0.45"]
     with pytest.raises(ConfigError, match="one length"):
         VerdictModel(0.1, ("a",), (0.0, 1.0), (1.0,), (1.0,), 0.0)
 
