@@ -128,10 +128,9 @@ def grid_cells(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9) 
     best inferential accuracy) and the mean condensation scores."""
     from .eval.judgement import paper_cells
     from .eval.phases import PhaseThresholds, classify_phase
+    from .headline import TO_JUDGEMENT
 
-    runs = rows.rename(columns={"inferential_final": "ood_inferential_acc", "symmetric_final": "ood_symmetric_acc",
-                                "inferential_best": "best_ood_inferential_acc",
-                                "symmetric_best": "best_ood_symmetric_acc", "id_best": "best_id_acc"})
+    runs = rows.rename(columns=TO_JUDGEMENT)
     runs = runs.assign(draw=runs.seed.astype(str) + "/" + runs.data_seed.astype(str))   # a seed = (init, data)
     keys = ["paper_gamma", "gamma", "weight_decay"]
     cells = paper_cells(runs, keys, threshold, id_min, seed="draw")
@@ -178,14 +177,10 @@ def write_grid(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: flo
     diagram) and ``<stem>_condensation.png``
     (journal Fig. 10: the W_Q(1) cosine matrices of one seed over the grid)."""
     from .io import atomic_write
-    from .sweep.results import finals
+    from .sweep.results import unique_finals
 
-    seen: dict[str, Mapping[str, Any]] = {}
-    for d in sweep_dirs:
-        for f in finals(Path(d)):
-            if f.get("status") in ("finished", "stopped_early"):
-                seen.setdefault(f["run_id"], f)
-    rows = grid_rows(list(seen.values()), threshold, id_min)
+    runs = unique_finals(sweep_dirs, statuses=("finished", "stopped_early"))
+    rows = grid_rows(runs, threshold, id_min)
     cells = grid_cells(rows, threshold, id_min) if len(rows) else pd.DataFrame()
     out = Path(out)
     paths = [atomic_write(out, lambda p: rows.to_csv(p, index=False)),
@@ -200,7 +195,7 @@ def write_grid(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: flo
         paths += save_figure(plot_gamma_wd(cells, rows, threshold, id_min), out.with_suffix(""),
                              formats=("png",), dpi=130)
         seed = int(rows.seed.min())
-        mats = condensation_matrices(rows, {f["run_id"]: f["run_dir"] for f in seen.values()}, seed)
+        mats = condensation_matrices(rows, {f["run_id"]: f["run_dir"] for f in runs}, seed)
         if mats:
             fig = plot_matrix_grid(mats, row_label="paper gamma", col_label="weight decay",
                                    title=f"cosine of W_Q(1) rows (clustered), init seed {seed}")

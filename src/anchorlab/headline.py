@@ -27,6 +27,12 @@ EXTRA = ["clock", "n_layers", "id_best", "steps", "gamma", "ref_width", "d_model
          "wall_seconds", "run_id"]
 
 
+# a run table's columns -> the names anchorlab.eval.judgement reads
+TO_JUDGEMENT = {"inferential_final": "ood_inferential_acc", "symmetric_final": "ood_symmetric_acc",
+                "inferential_best": "best_ood_inferential_acc", "symmetric_best": "best_ood_symmetric_acc",
+                "id_best": "best_id_acc"}
+
+
 def paper_gamma(gamma: float, ref_width: Any, d_model: int) -> float:
     """The paper's gamma a run stands for: its gamma when it is read at the paper's width 400
     (``init.ref_width: 400``, or a width-400 model without a reference); NaN otherwise."""
@@ -63,10 +69,7 @@ def cell_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9) 
     of the best over lrs and training, each mapping on its own) beside the per-run rates."""
     from .eval.judgement import paper_cells
 
-    runs = rows[rows.status.isin(["finished", "stopped_early", "diverged"])].rename(columns={
-        "inferential_final": "ood_inferential_acc", "symmetric_final": "ood_symmetric_acc",
-        "inferential_best": "best_ood_inferential_acc", "symmetric_best": "best_ood_symmetric_acc",
-        "id_best": "best_id_acc"})
+    runs = rows[rows.status.isin(["finished", "stopped_early", "diverged"])].rename(columns=TO_JUDGEMENT)
     return paper_cells(runs, ["clock", "n_layers", "op_set", "paper_gamma"], threshold, id_min)
 
 
@@ -76,13 +79,9 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
     rows), ``<out stem>_cells.csv`` and the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) beside
     it; return both tables and the paths."""
     from .io import atomic_write
-    from .sweep.results import finals
+    from .sweep.results import unique_finals
 
-    seen: dict[str, Mapping[str, Any]] = {}
-    for d in sweep_dirs:
-        for f in finals(Path(d)):
-            seen.setdefault(f["run_id"], f)
-    rows = cell_rows(list(seen.values()))
+    rows = cell_rows(unique_finals(sweep_dirs))
     cells = cell_table(rows, threshold, id_min) if len(rows) else pd.DataFrame()
     out = Path(out)
     paths = [atomic_write(out, lambda p: rows.to_csv(p, index=False)),

@@ -36,14 +36,11 @@ def study_rows(sweep_dirs: Sequence[str | Path], fractions: Sequence[float] = FR
     """One row per (completed run, fraction): :data:`RUN_COLUMNS`, ``at_fraction``, ``step`` and the
     features (runs in several directories count once)."""
     from .analysis.auc import features_at_fractions
-    from .sweep.results import finals
+    from .sweep.results import unique_finals
 
-    seen: dict[str, dict[str, Any]] = {}
-    for d in sweep_dirs:
-        for f in finals(Path(d)):
-            seen.setdefault(f["run_id"], f)
     frames = []
-    for rid, f in sorted(seen.items()):
+    for f in sorted(unique_finals(sweep_dirs), key=lambda f: f["run_id"]):
+        rid = f["run_id"]
         fin, best, c = f.get("final", {}), f.get("best", {}), f["config"]
         meta = {"run_id": rid, "data_seed": c["train"]["data_seed"], "init_seed": c["train"]["init_seed"],
                 "gamma": c["init"]["gamma"], "id_acc": fin.get("id_acc", math.nan),

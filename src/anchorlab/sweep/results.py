@@ -9,6 +9,7 @@ robustness study read sweeps through these functions.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,17 @@ def finals(sweep_dir: str | Path) -> list[dict[str, Any]]:
             f["run_dir"] = str(p.parent)
             out.append(f)
     return out
+
+
+def unique_finals(sweep_dirs: Sequence[str | Path], statuses: Sequence[str] = COMPLETED) -> list[dict[str, Any]]:
+    """:func:`finals` of several sweep directories with a status in ``statuses``, a run present in several
+    counted once (the first directory's copy), in directory then run-id order."""
+    seen: dict[str, dict[str, Any]] = {}
+    for d in sweep_dirs:
+        for f in finals(d):
+            if f.get("status") in statuses:
+                seen.setdefault(f["run_id"], f)
+    return list(seen.values())
 
 
 def spec_axes(spec: dict) -> list[str]:
