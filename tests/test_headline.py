@@ -70,6 +70,30 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
     assert (tmp_path / "fig2_cell_cpu.png").stat().st_size > 5000
 
 
+def test_committed_rows_join_the_runs_found_and_a_run_found_wins(tmp_path):
+    papers = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
+    _fake_run(tmp_path / "a", 0.3, 1e-4, 0, *papers, (0.0, 0.1), (1.0, 1.0))
+    _fake_run(tmp_path / "a", 0.3, 2e-4, 0, *papers, (0.0, 0.0), (0.9, 0.95))
+    first = tmp_path / "first.csv"
+    assert main([str(tmp_path / "a"), "--out", str(first)]) == 0
+    _fake_run(tmp_path / "b", 0.8, 1e-4, 0, *papers, (0.7, 0.8), (0.1, 0.2))
+    _fake_run(tmp_path / "b", 0.3, 2e-4, 0, *papers, (0.0, 0.0), (0.5, 0.6))   # the same run, read again
+    out = tmp_path / "joined.csv"
+    assert main([str(tmp_path / "b"), "--with-rows", str(first), "--out", str(out)]) == 0
+    rows = pd.read_csv(out)
+    assert len(rows) == 3 and rows.run_id.is_unique
+    assert sorted(rows.paper_gamma) == [0.3, 0.3, 0.8]
+    again = rows[(rows.paper_gamma == 0.3) & (rows.peak_lr == 2e-4)].iloc[0]
+    assert again.symmetric_best == 0.6          # the directory's row, not the table's 0.95
+    cells = pd.read_csv(tmp_path / "joined_cells.csv")
+    assert cells[cells.paper_gamma == 0.3].iloc[0].symmetric_best == 1.0   # best over both lrs, one from the table
+    assert main(["--with-rows", str(out), "--out", str(tmp_path / "alone.csv")]) == 0   # rows alone regenerate
+    assert pd.read_csv(tmp_path / "alone.csv").equals(rows)
+    pd.DataFrame({"run_id": ["x"]}).to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(ValueError, match="lack column"):
+        main(["--with-rows", str(tmp_path / "bad.csv"), "--out", str(tmp_path / "no.csv")])
+
+
 def test_the_documented_robustness_command_trains_the_cells_large_and_small_init_runs():
     from anchorlab.robustness import Setting, study_spec
     from anchorlab.tasks.anchor.opsets import random_op_sets

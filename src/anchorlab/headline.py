@@ -7,6 +7,9 @@ best and final inferential / symmetric accuracy on the held-out pair, plus the c
 :func:`cell_table` reduces it with :func:`anchorlab.eval.judgement.paper_cells`::
 
     python -m anchorlab.headline runs/fig2_cell_cpu --out docs/figures/fig2_cell_cpu.csv
+
+A study that outlasts its machine keeps its committed rows: ``--with-rows docs/figures/fig2_cell_cpu.csv``
+joins them to the runs found in the directories.
 """
 
 from __future__ import annotations
@@ -73,15 +76,40 @@ def cell_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9) 
     return paper_cells(runs, ["clock", "n_layers", "op_set", "paper_gamma"], threshold, id_min)
 
 
+def earlier_rows(paths: Sequence[str | Path]) -> pd.DataFrame:
+    """Rows of earlier run tables (e.g. the committed ``docs/figures/fig2_cell_cpu.csv``), for runs whose
+    directories are not at hand; a table lacking a column of :data:`COLUMNS` + :data:`EXTRA` is refused."""
+    frames = [pd.read_csv(p) for p in paths]
+    if not frames:
+        return pd.DataFrame(columns=COLUMNS + EXTRA)
+    df = pd.concat(frames, ignore_index=True)
+    missing = [c for c in COLUMNS + EXTRA if c not in df.columns]
+    if missing:
+        raise ValueError(f"--with-rows: {', '.join(map(str, paths))} lack column(s) {', '.join(missing)}")
+    return df[COLUMNS + EXTRA].drop_duplicates("run_id", keep="last")
+
+
+def join_rows(new: pd.DataFrame, old: pd.DataFrame) -> pd.DataFrame:
+    """``new`` plus the rows of ``old`` whose run is not in ``new`` (a run read from its directory wins),
+    sorted as :func:`cell_rows` sorts."""
+    keep = old[~old.run_id.isin(new.run_id)]
+    rows = pd.concat([f for f in (new, keep) if len(f)], ignore_index=True) if len(new) or len(keep) else new
+    return rows.sort_values(["clock", "n_layers", "op_set", "paper_gamma", "peak_lr", "seed"]).reset_index(drop=True)
+
+
 def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: float = 0.5,
-                 id_min: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
-    """Read every completed run of ``sweep_dirs`` (a run in several counts once), write ``out`` (the run
-    rows), ``<out stem>_cells.csv`` and the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) beside
-    it; return both tables and the paths."""
+                 id_min: float = 0.9, with_rows: Sequence[str | Path] = ()
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
+    """Read every completed run of ``sweep_dirs`` (a run in several counts once) and the rows of the
+    earlier tables ``with_rows`` whose runs are not among them, write ``out`` (the run rows),
+    ``<out stem>_cells.csv`` and the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) beside it;
+    return both tables and the paths."""
     from .io import atomic_write
     from .sweep.results import unique_finals
 
-    rows = cell_rows(unique_finals(sweep_dirs))
+    rows = cell_rows(unique_finals(sweep_dirs)) if sweep_dirs else pd.DataFrame(columns=COLUMNS + EXTRA)
+    if with_rows:
+        rows = join_rows(rows, earlier_rows(with_rows))
     cells = cell_table(rows, threshold, id_min) if len(rows) else pd.DataFrame()
     out = Path(out)
     paths = [atomic_write(out, lambda p: rows.to_csv(p, index=False)),
@@ -96,12 +124,17 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m anchorlab.headline", description=__doc__.splitlines()[0])
-    p.add_argument("sweep_dirs", nargs="+", help="sweep directories (e.g. runs/fig2_cell_cpu)")
+    p.add_argument("sweep_dirs", nargs="*", help="sweep directories (e.g. runs/fig2_cell_cpu)")
     p.add_argument("--out", default="docs/figures/fig2_cell_cpu.csv", help="the run table (CSV)")
     p.add_argument("--threshold", type=float, default=0.5, help="OOD threshold of the per-run rate (default 0.5)")
     p.add_argument("--id-min", type=float, default=0.9)
+    p.add_argument("--with-rows", action="append", default=[], metavar="CSV",
+                   help="an earlier run table whose runs join (a run found in a directory wins); repeatable, "
+                        "e.g. the committed docs/figures/fig2_cell_cpu.csv when its run directories are gone")
     a = p.parse_args(argv)
-    rows, cells, paths = write_tables(a.sweep_dirs, a.out, a.threshold, a.id_min)
+    if not a.sweep_dirs and not a.with_rows:
+        p.error("give sweep directories, --with-rows tables, or both")
+    rows, cells, paths = write_tables(a.sweep_dirs, a.out, a.threshold, a.id_min, a.with_rows)
     if len(cells):
         cols = ["clock", "n_layers", "op_set", "paper_gamma", "n_seeds", "n_runs", "id_best", "inferential_best",
                 "symmetric_best", "inferential_per_run", "symmetric_per_run"]
