@@ -42,6 +42,15 @@ def test_sweep_presets_resolve(capsys):
     assert main(["sweep", "no_such_sweep"]) == 2
 
 
+def test_sweep_only_lists_a_slice_and_refuses_a_value_off_the_axis(capsys):
+    args = ["sweep", "fig2_cell_clock_cpu", "--dry-run", "--out", "/nonexistent/never-written"]
+    assert main(args + ["--only", "init.gamma=0.8", "--only", "train.init_seed=0", "--only", "train.epochs=118.2"]) == 0
+    out = capsys.readouterr().out
+    assert "9 runs; 9 to do" in out and "953fc174ac24" in out      # the run id the full sweep gives it
+    assert main(args + ["--only", "init.gamma=0.7"]) == 2
+    assert "its values: 0.3, 0.5, 0.8" in capsys.readouterr().err
+
+
 def test_analyze_complexity_commands(tmp_path, capsys):
     args = ["train", "demo/small", "--out", str(tmp_path / "r"), "--no-progress"]
     for s in TINY:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from anchorlab.config import ConfigError, load_config
-from anchorlab.sweep.grid import expand, get_dotted, load_sweep, runs_frame, sweep_from_dict
+from anchorlab.sweep.grid import expand, get_dotted, load_sweep, restrict, runs_frame, sweep_from_dict
 from anchorlab.sweep.store import ResultStore, export_frame
 
 TINY = {"name": "tiny", "model": {"d_model": 16, "d_head": 8, "d_ff": 32}, "task": {"n_train": 512}}
@@ -99,6 +99,32 @@ def test_bad_specs():
         sweep_from_dict(spec_dict(aggregate={"source": "mean"}))
     with pytest.raises(ConfigError, match="train.epochs"):
         expand(spec_dict(set=["train.epochs=-1"]))
+
+
+def test_restrict_keeps_a_slice_in_order_with_the_same_run_ids():
+    spec = sweep_from_dict(spec_dict(zip=[{"train.init_seed": [0, 1, 2], "train.data_seed": [5, 6, 7]}]))
+    full = {r.run_id: r.values for r in expand(spec)}
+    part = expand(restrict(spec, ["optim.lr=1e-4", "train.data_seed=7,5", "init.gamma=0.8"]))
+    assert [(r.values["train.init_seed"], r.values["optim.lr"]) for r in part] == [(0, 1e-4), (2, 1e-4)]
+    assert all(full[r.run_id] == r.values for r in part)            # the same runs as in the full sweep
+    two = restrict(spec, ["init.gamma=0.5", "init.gamma=0.8"])      # repeated keys add values
+    assert len(expand(two)) == len(full)
+
+
+@pytest.mark.parametrize("only, match", [
+    (["model.d_model=3"], r"not an axis of sweep s; its axis keys: init.gamma, optim.lr"),
+    (["init.gamma=0.7"], r"init.gamma=0.7: not on the axis; its values: 0.5, 0.8"),
+    (["init.gamma"], r"expected KEY=VALUE"),
+])
+def test_restrict_refuses_unknown_keys_and_values_naming_the_allowed(only, match):
+    with pytest.raises(ConfigError, match=match):
+        restrict(sweep_from_dict(spec_dict()), only)
+
+
+def test_restrict_refuses_a_zip_slice_that_no_value_matches():
+    spec = sweep_from_dict(spec_dict(zip=[{"train.init_seed": [0, 1], "train.data_seed": [5, 6]}]))
+    with pytest.raises(ConfigError, match="no value of the axis train.init_seed, train.data_seed"):
+        restrict(spec, ["train.init_seed=0", "train.data_seed=6"])
 
 
 def test_get_dotted_reads_dict_entries():

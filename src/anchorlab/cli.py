@@ -207,6 +207,10 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         from .sweep.grid import parse_set
 
         spec = dataclasses.replace(spec, set=spec.set + parse_set(list(a.set)))
+    if a.only:
+        from .sweep.grid import restrict
+
+        spec = restrict(spec, a.only)
     out = Path(a.out) if a.out else Path("runs") / spec.name
     if a.dry_run:
         return dry_run(spec, out, a.workers or 2)

@@ -97,6 +97,9 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
     sp.add_argument("spec", nargs="?", help="sweep YAML or preset (e.g. fig2_cpu)")
     sp.add_argument("--list", action="store_true", help="list the sweep presets")
     overrides(sp, "dotted override for every run, after the spec's own set, e.g. --set train.epochs=2")
+    sp.add_argument("--only", action="append", default=[], metavar="KEY=V[,V...]",
+                    help="run a slice: keep the axis values given (repeatable; run ids unchanged, so the full "
+                         "sweep into the same --out skips them), e.g. --only init.gamma=0.8 --only train.init_seed=0")
     sp.add_argument("--out", help="sweep directory (default: runs/<name>)")
     sp.add_argument("--dry-run", action="store_true",
                     help="list the runs, each run's peak lr, what would be done and its estimated cost; train nothing")

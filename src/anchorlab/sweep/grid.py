@@ -24,8 +24,10 @@ collapse to one run.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -162,6 +164,60 @@ def _resolve_base(base: Any, spec_dir: Path | None) -> dict[str, Any]:
 
 
 SET_HELP = "a mapping {dotted.key: value} or a list of KEY=VALUE strings (or one-key mappings)"
+
+
+def _typed(text: str) -> Any:
+    """A command-line value as YAML types it, with ``1e-3``-style floats (YAML 1.1 reads them as text)."""
+    v = yaml.safe_load(text)
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return v
+    return v
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as the config would type them (a spec may hold ``'1e-4'`` as text)."""
+    a, b = (_typed(x) if isinstance(x, str) else x for x in (a, b))
+    num = (int, float)
+    if isinstance(a, num) and isinstance(b, num) and not isinstance(a, bool) and not isinstance(b, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0)
+    return a == b
+
+
+def restrict(spec: "SweepSpec", only: Sequence[str]) -> "SweepSpec":
+    """``spec`` with its axes cut to the values of ``only`` (``KEY=V1[,V2...]``, a key of an axis): a slice
+    of a sweep, in the spec's order, whose runs keep their run ids (a run is its config, not its sweep).
+    Several entries for one key add values; a key that is not an axis key, or a value not on its axis, is a
+    :class:`ConfigError` naming the allowed keys or values."""
+    want: dict[str, list[Any]] = {}
+    for item in only:
+        key, sep, vals = str(item).partition("=")
+        key = key.strip()
+        if not sep or not key or not vals.strip():
+            raise ConfigError(f"--only: expected KEY=VALUE[,VALUE...], e.g. init.gamma=0.8, got {item!r}")
+        if key not in spec.axis_keys:
+            raise ConfigError(f"--only {key}: not an axis of sweep {spec.name}; its axis keys: "
+                              f"{', '.join(spec.axis_keys) or '(none)'}")
+        want.setdefault(key, []).extend(_typed(v.strip()) for v in vals.split(","))
+    axes = []
+    for ax in spec.axes:
+        keep = list(ax.values)
+        for i, k in enumerate(ax.keys):
+            if k not in want:
+                continue
+            allowed = [v[i] for v in ax.values]
+            for w in want[k]:
+                if not any(_same(w, a) for a in allowed):
+                    raise ConfigError(f"--only {k}={w!r}: not on the axis; its values: "
+                                      f"{', '.join(map(repr, dict.fromkeys(allowed)))}")
+            keep = [v for v in keep if any(_same(v[i], w) for w in want[k])]
+        if not keep:
+            raise ConfigError(f"--only: no value of the axis {', '.join(ax.keys)} matches all of "
+                              f"{', '.join(k + '=' + ','.join(map(str, want[k])) for k in ax.keys if k in want)}")
+        axes.append(Axis(ax.keys, tuple(keep)))
+    return dataclasses.replace(spec, axes=tuple(axes))
 
 
 def parse_set(value: Any) -> tuple[str | tuple[str, Any], ...]:
