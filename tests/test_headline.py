@@ -66,6 +66,9 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
     c = cells[cells.paper_gamma == 0.8].iloc[0]
     assert math.isclose(c.inferential_best, (0.9 + 0.7) / 2) and math.isclose(c.symmetric_best, (0.9 + 0.4) / 2)
     assert math.isclose(c.inferential_per_run, 1 / 4) and c.n_seeds == 2 and c.n_runs == 4
+    seeds = pd.read_csv(tmp_path / "fig2_cell_cpu_seeds.csv")
+    s0 = seeds[(seeds.paper_gamma == 0.8) & (seeds.seed == 0)].iloc[0]
+    assert (s0.inferential_best, s0.symmetric_best, s0.n_lrs) == (0.9, 0.9, 2)   # each mapping's best lr
     assert "5 runs; wrote" in capsys.readouterr().out
     assert (tmp_path / "fig2_cell_cpu.png").stat().st_size > 5000
 

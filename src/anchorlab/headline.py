@@ -97,12 +97,21 @@ def join_rows(new: pd.DataFrame, old: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values(["clock", "n_layers", "op_set", "paper_gamma", "peak_lr", "seed"]).reset_index(drop=True)
 
 
+def seed_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """:func:`cell_rows` -> one row per (clock, depth, op set, paper gamma, seed): each mapping's best over
+    the lrs and training (``*_best``) and ``n_lrs``, the numbers the papers' cell averages."""
+    from .eval.judgement import seed_bests
+
+    runs = rows[rows.status.isin(["finished", "stopped_early", "diverged"])].rename(columns=TO_JUDGEMENT)
+    return seed_bests(runs, ["clock", "n_layers", "op_set", "paper_gamma"])
+
+
 def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: float = 0.5,
                  id_min: float = 0.9, with_rows: Sequence[str | Path] = ()
                  ) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
     """Read every completed run of ``sweep_dirs`` (a run in several counts once) and the rows of the
     earlier tables ``with_rows`` whose runs are not among them, write ``out`` (the run rows),
-    ``<out stem>_cells.csv`` and the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) beside it;
+    ``<out stem>_cells.csv``, ``<out stem>_seeds.csv`` (:func:`seed_table`) and the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) beside it;
     return both tables and the paths."""
     from .io import atomic_write
     from .sweep.results import unique_finals
@@ -111,9 +120,11 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
     if with_rows:
         rows = join_rows(rows, earlier_rows(with_rows))
     cells = cell_table(rows, threshold, id_min) if len(rows) else pd.DataFrame()
+    seeds = seed_table(rows) if len(rows) else pd.DataFrame()
     out = Path(out)
     paths = [atomic_write(out, lambda p: rows.to_csv(p, index=False)),
-             atomic_write(out.with_name(out.stem + "_cells.csv"), lambda p: cells.to_csv(p, index=False))]
+             atomic_write(out.with_name(out.stem + "_cells.csv"), lambda p: cells.to_csv(p, index=False)),
+             atomic_write(out.with_name(out.stem + "_seeds.csv"), lambda p: seeds.to_csv(p, index=False))]
     if len(cells) and ((cells.n_layers == 2) & cells.paper_gamma.notna()).any():
         from .plots.headline import plot_cell
         from .plots.save import save_figure
