@@ -77,8 +77,16 @@ def test_committed_rows_join_the_runs_found_and_a_run_found_wins(tmp_path):
     papers = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
     _fake_run(tmp_path / "a", 0.3, 1e-4, 0, *papers, (0.0, 0.1), (1.0, 1.0))
     _fake_run(tmp_path / "a", 0.3, 2e-4, 0, *papers, (0.0, 0.0), (0.9, 0.95))
+    run_a = next((tmp_path / "a" / "runs").iterdir())
+    (run_a / "metrics.jsonl").write_text("\n".join(json.dumps(
+        {"step": s, "id_acc": s / 20, "ood_inferential_acc": 0.0, "ood_symmetric_acc": s / 10}) for s in (0, 5, 10))
+        + '\n{"step": 10, "train_loss": 0.1}\n')    # a line without evaluation is not a point
     first = tmp_path / "first.csv"
     assert main([str(tmp_path / "a"), "--out", str(first)]) == 0
+    curves = pd.read_csv(tmp_path / "first_curves.csv")
+    assert list(curves.columns) == ["run_id", "step", "id_acc", "inferential", "symmetric"]
+    assert curves.run_id.unique().tolist() == [run_a.name] and curves.symmetric.tolist() == [0.0, 0.5, 1.0]
+    assert (tmp_path / "first_curves.png").stat().st_size > 5000
     _fake_run(tmp_path / "b", 0.8, 1e-4, 0, *papers, (0.7, 0.8), (0.1, 0.2))
     _fake_run(tmp_path / "b", 0.3, 2e-4, 0, *papers, (0.0, 0.0), (0.5, 0.6))   # the same run, read again
     out = tmp_path / "joined.csv"
@@ -90,8 +98,10 @@ def test_committed_rows_join_the_runs_found_and_a_run_found_wins(tmp_path):
     assert again.symmetric_best == 0.6          # the directory's row, not the table's 0.95
     cells = pd.read_csv(tmp_path / "joined_cells.csv")
     assert cells[cells.paper_gamma == 0.3].iloc[0].symmetric_best == 1.0   # best over both lrs, one from the table
+    assert pd.read_csv(tmp_path / "joined_curves.csv").equals(curves)   # the committed trajectories join too
     assert main(["--with-rows", str(out), "--out", str(tmp_path / "alone.csv")]) == 0   # rows alone regenerate
     assert pd.read_csv(tmp_path / "alone.csv").equals(rows)
+    assert pd.read_csv(tmp_path / "alone_curves.csv").equals(curves)
     pd.DataFrame({"run_id": ["x"]}).to_csv(tmp_path / "bad.csv", index=False)
     with pytest.raises(ValueError, match="lack column"):
         main(["--with-rows", str(tmp_path / "bad.csv"), "--out", str(tmp_path / "no.csv")])

@@ -97,6 +97,29 @@ def join_rows(new: pd.DataFrame, old: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values(["clock", "n_layers", "op_set", "paper_gamma", "peak_lr", "seed"]).reset_index(drop=True)
 
 
+CURVE_COLUMNS = ["run_id", "step", "id_acc", "inferential", "symmetric"]
+
+
+def curve_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """final.json dicts (with ``run_dir``) -> one row per (run, evaluation): ID accuracy and the held-out
+    pair's accuracy under each mapping, from each run's ``metrics.jsonl`` (the trajectories the best over
+    training is taken from; a run without the file is left out)."""
+    frames = []
+    for f in runs:
+        path = Path(f.get("run_dir", "")) / "metrics.jsonl"
+        if not f.get("run_dir") or not path.exists():
+            continue
+        h = pd.read_json(path, lines=True)
+        if "ood_inferential_acc" not in h:
+            continue
+        h = h.dropna(subset=["ood_inferential_acc"])
+        frames.append(pd.DataFrame({"run_id": f["run_id"], "step": h.step.astype(int), "id_acc": h.id_acc,
+                                    "inferential": h.ood_inferential_acc, "symmetric": h.ood_symmetric_acc}))
+    if not frames:
+        return pd.DataFrame(columns=CURVE_COLUMNS)
+    return pd.concat(frames, ignore_index=True).drop_duplicates(["run_id", "step"], keep="last")
+
+
 def seed_table(rows: pd.DataFrame) -> pd.DataFrame:
     """:func:`cell_rows` -> one row per (clock, depth, op set, paper gamma, seed): each mapping's best over
     the lrs and training (``*_best``) and ``n_lrs``, the numbers the papers' cell averages."""
@@ -111,25 +134,41 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
                  ) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
     """Read every completed run of ``sweep_dirs`` (a run in several counts once) and the rows of the
     earlier tables ``with_rows`` whose runs are not among them, write ``out`` (the run rows),
-    ``<out stem>_cells.csv``, ``<out stem>_seeds.csv`` (:func:`seed_table`) and the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) beside it;
+    ``<out stem>_cells.csv``, ``<out stem>_seeds.csv`` (:func:`seed_table`), ``<out stem>_curves.csv``
+    (:func:`curve_rows`; an earlier table's ``<stem>_curves.csv`` beside it joins as its rows do), the
+    trajectories figure ``<out stem>_curves.png`` and the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) beside it;
     return both tables and the paths."""
     from .io import atomic_write
     from .sweep.results import unique_finals
 
-    rows = cell_rows(unique_finals(sweep_dirs)) if sweep_dirs else pd.DataFrame(columns=COLUMNS + EXTRA)
+    finals = unique_finals(sweep_dirs) if sweep_dirs else []
+    rows = cell_rows(finals) if finals else pd.DataFrame(columns=COLUMNS + EXTRA)
+    curves = curve_rows(finals)
     if with_rows:
         rows = join_rows(rows, earlier_rows(with_rows))
+        old = [pd.read_csv(q) for q in (Path(p).with_name(Path(p).stem + "_curves.csv") for p in with_rows)
+               if q.exists()]
+        old = [o[~o.run_id.isin(curves.run_id)] for o in old if len(o)]
+        curves = pd.concat([curves, *old], ignore_index=True) if old else curves
     cells = cell_table(rows, threshold, id_min) if len(rows) else pd.DataFrame()
     seeds = seed_table(rows) if len(rows) else pd.DataFrame()
     out = Path(out)
     paths = [atomic_write(out, lambda p: rows.to_csv(p, index=False)),
              atomic_write(out.with_name(out.stem + "_cells.csv"), lambda p: cells.to_csv(p, index=False)),
-             atomic_write(out.with_name(out.stem + "_seeds.csv"), lambda p: seeds.to_csv(p, index=False))]
+             atomic_write(out.with_name(out.stem + "_seeds.csv"), lambda p: seeds.to_csv(p, index=False)),
+             atomic_write(out.with_name(out.stem + "_curves.csv"),
+                          lambda p: curves.sort_values(["run_id", "step"]).to_csv(p, index=False))]
     if len(cells) and ((cells.n_layers == 2) & cells.paper_gamma.notna()).any():
         from .plots.headline import plot_cell
         from .plots.save import save_figure
 
         paths += save_figure(plot_cell(cells, id_min=id_min), out.with_suffix(""), formats=("png",), dpi=130)
+    if len(curves) and rows.paper_gamma.notna().any():
+        from .plots.headline import plot_curves
+        from .plots.save import save_figure
+
+        paths += save_figure(plot_curves(rows, curves), out.with_name(out.stem + "_curves"), formats=("png",),
+                             dpi=110)
     return rows, cells, paths
 
 

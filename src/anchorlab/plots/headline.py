@@ -69,3 +69,51 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
     fig.legend(loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig
+
+
+def plot_curves(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> Figure:
+    """The held-out pair's accuracy over training, per run: one panel per (clock, op set, paper gamma) row
+    and seed column; a colour per peak lr, solid the inferential mapping, dashed the symmetric (the best
+    over training, which the papers' cell takes, is the top of these lines)."""
+    from matplotlib import colormaps
+
+    need = ["run_id", "clock", "n_layers", "op_set", "paper_gamma", "seed", "peak_lr"]
+    missing = [c for c in need if c not in rows.columns]
+    if missing:
+        raise ConfigError(f"run table lacks column(s) {', '.join(missing)}")
+    t = rows[(rows.n_layers == depth) & rows.paper_gamma.notna() & rows.run_id.isin(curves.run_id)]
+    if t.empty:
+        raise ConfigError(f"no depth-{depth} run with a paper gamma has a trajectory")
+    panels = sorted({(c, o, g) for c, o, g in zip(t.clock, t.op_set, t.paper_gamma)})
+    seeds = sorted(t.seed.unique())
+    lrs = sorted(t.peak_lr.unique())
+    cmap = colormaps["viridis"]
+    color = {lr: cmap(i / max(len(lrs) - 1, 1)) for i, lr in enumerate(lrs)}
+    ncol = 4 if len(seeds) < 3 else 6
+    n_leg = -(-(len(lrs) + 2) // ncol)
+    height = 2.3 * len(panels) + 0.3 + 0.18 * n_leg
+    fig = Figure(figsize=(max(3.3 * len(seeds) + 0.4, 6.0), height))
+    axes = np.atleast_2d(fig.subplots(len(panels), len(seeds), squeeze=False, sharey=True))
+    for i, (clock, op, g) in enumerate(panels):
+        for j, seed in enumerate(seeds):
+            ax = axes[i, j]
+            sel = t[(t.clock == clock) & (t.op_set == op) & (t.paper_gamma == g) & (t.seed == seed)]
+            for _, r in sel.sort_values("peak_lr").iterrows():
+                c = curves[curves.run_id == r.run_id].sort_values("step")
+                ax.plot(c.step, c.inferential, "-", color=color[r.peak_lr], lw=1.1)
+                ax.plot(c.step, c.symmetric, "--", color=color[r.peak_lr], lw=1.1)
+            ax.set_ylim(-0.02, 1.02)
+            ax.axhline(0.5, color="gray", lw=0.6, ls=":")
+            ax.set_title(f"{op.split(' (')[0]} clock {clock:g}x\npaper gamma {g:g}, seed {seed} "
+                         f"({len(sel)} lr)", fontsize=7.5)
+            if j == 0:
+                ax.set_ylabel("held-out pair acc.", fontsize=8)
+            if i == len(panels) - 1:
+                ax.set_xlabel("step", fontsize=8)
+            ax.tick_params(labelsize=7)
+    handles = [axes[0, 0].plot([], [], "-", color=color[lr], label=f"peak {lr:.3g}")[0] for lr in lrs]
+    handles += [axes[0, 0].plot([], [], "-", color="black", label="inferential")[0],
+                axes[0, 0].plot([], [], "--", color="black", label="symmetric")[0]]
+    fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, (0.12 + 0.18 * n_leg) / height, 1, 1))
+    return fig
