@@ -50,7 +50,7 @@ def plot_addition_heatmaps(panels: Mapping[str, pd.DataFrame], square: tuple[int
         raise ConfigError("panels: need at least one grid table")
     ncols = min(ncols, len(panels))
     nrows = -(-len(panels) // ncols)
-    fig = Figure(figsize=(4.2 * ncols + 0.8, 4.0 * nrows))
+    fig = Figure(figsize=(4.2 * ncols + 0.8, 4.0 * nrows), layout="constrained")   # titles clear of the x labels
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     lo, hi = square
     im = None
