@@ -39,7 +39,8 @@ def lm_tables(runs: list[dict]) -> dict[str, pd.DataFrame]:
         seed = c["train"]["init_seed"] * 1000 + c["train"]["data_seed"]
         hist = f.get("history") or []
         last = hist[-1] if hist else {}
-        rows.append({"composition": comp, "gamma": c["init"]["gamma"], "seed": seed, "run_id": f["run_id"],
+        rows.append({"composition": comp, "gamma": c["init"]["gamma"], "seed": seed,   # one key: init * 1000 + data
+                     "init_seed": c["train"]["init_seed"], "data_seed": c["train"]["data_seed"], "run_id": f["run_id"],
                      "final_val_ppl": last.get("val_ppl", math.nan), "best_val_ppl": min((h["val_ppl"] for h in hist[1:] if h.get("val_ppl") is not None),
                                                          default=math.nan),
                      "final_val_loss": last.get("val_loss", math.nan), "tokens_seen": f.get("steps", 0) * per_step,
