@@ -78,9 +78,10 @@ def test_committed_rows_join_the_runs_found_and_a_run_found_wins(tmp_path):
     _fake_run(tmp_path / "a", 0.3, 1e-4, 0, *papers, (0.0, 0.1), (1.0, 1.0))
     _fake_run(tmp_path / "a", 0.3, 2e-4, 0, *papers, (0.0, 0.0), (0.9, 0.95))
     run_a = next((tmp_path / "a" / "runs").iterdir())
-    (run_a / "metrics.jsonl").write_text("\n".join(json.dumps(
-        {"step": s, "id_acc": s / 20, "ood_inferential_acc": 0.0, "ood_symmetric_acc": s / 10}) for s in (0, 5, 10))
-        + '\n{"step": 10, "train_loss": 0.1}\n')    # a line without evaluation is not a point
+    final_a = json.loads((run_a / "final.json").read_text())
+    final_a["history"] = [{"step": s, "id_acc": s / 20, "ood_inferential_acc": 0.0, "ood_symmetric_acc": s / 10}
+                          for s in (0, 5, 10)] + [{"step": 10, "train_loss": 0.1}]   # no evaluation: not a point
+    (run_a / "final.json").write_text(json.dumps(final_a))
     first = tmp_path / "first.csv"
     assert main([str(tmp_path / "a"), "--out", str(first)]) == 0
     curves = pd.read_csv(tmp_path / "first_curves.csv")

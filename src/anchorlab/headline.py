@@ -30,6 +30,8 @@ EXTRA = ["clock", "n_layers", "id_best", "steps", "gamma", "ref_width", "d_model
          "wall_seconds", "run_id"]
 
 
+CELL_KEYS = ["clock", "n_layers", "op_set", "paper_gamma"]   # a cell of the tables
+
 # a run table's columns -> the names anchorlab.eval.judgement reads
 TO_JUDGEMENT = {"inferential_final": "ood_inferential_acc", "symmetric_final": "ood_symmetric_acc",
                 "inferential_best": "best_ood_inferential_acc", "symmetric_best": "best_ood_symmetric_acc",
@@ -72,8 +74,12 @@ def cell_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9) 
     of the best over lrs and training, each mapping on its own) beside the per-run rates."""
     from .eval.judgement import paper_cells
 
-    runs = rows[rows.status.isin(["finished", "stopped_early", "diverged"])].rename(columns=TO_JUDGEMENT)
-    return paper_cells(runs, ["clock", "n_layers", "op_set", "paper_gamma"], threshold, id_min)
+    return paper_cells(_judged(rows), CELL_KEYS, threshold, id_min)
+
+
+def _judged(rows: pd.DataFrame) -> pd.DataFrame:
+    """The completed runs of a run table, under the column names :mod:`anchorlab.eval.judgement` reads."""
+    return rows[rows.status.isin(["finished", "stopped_early", "diverged"])].rename(columns=TO_JUDGEMENT)
 
 
 def earlier_rows(paths: Sequence[str | Path]) -> pd.DataFrame:
@@ -89,35 +95,27 @@ def earlier_rows(paths: Sequence[str | Path]) -> pd.DataFrame:
     return df[COLUMNS + EXTRA].drop_duplicates("run_id", keep="last")
 
 
-def join_rows(new: pd.DataFrame, old: pd.DataFrame) -> pd.DataFrame:
-    """``new`` plus the rows of ``old`` whose run is not in ``new`` (a run read from its directory wins),
-    sorted as :func:`cell_rows` sorts."""
+def with_earlier(new: pd.DataFrame, old: pd.DataFrame) -> pd.DataFrame:
+    """``new`` plus the rows of ``old`` whose run is not in ``new`` (a run read from its directory wins)."""
     keep = old[~old.run_id.isin(new.run_id)]
-    rows = pd.concat([f for f in (new, keep) if len(f)], ignore_index=True) if len(new) or len(keep) else new
-    return rows.sort_values(["clock", "n_layers", "op_set", "paper_gamma", "peak_lr", "seed"]).reset_index(drop=True)
+    return pd.concat([f for f in (new, keep) if len(f)], ignore_index=True) if len(new) or len(keep) else new
+
+
+def join_rows(new: pd.DataFrame, old: pd.DataFrame) -> pd.DataFrame:
+    """:func:`with_earlier` for run tables, sorted as :func:`cell_rows` sorts."""
+    return with_earlier(new, old).sort_values([*CELL_KEYS, "peak_lr", "seed"]).reset_index(drop=True)
 
 
 CURVE_COLUMNS = ["run_id", "step", "id_acc", "inferential", "symmetric"]
 
 
 def curve_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """final.json dicts (with ``run_dir``) -> one row per (run, evaluation): ID accuracy and the held-out
-    pair's accuracy under each mapping, from each run's ``metrics.jsonl`` (the trajectories the best over
-    training is taken from; a run without the file is left out)."""
-    frames = []
-    for f in runs:
-        path = Path(f.get("run_dir", "")) / "metrics.jsonl"
-        if not f.get("run_dir") or not path.exists():
-            continue
-        h = pd.read_json(path, lines=True)
-        if "ood_inferential_acc" not in h:
-            continue
-        h = h.dropna(subset=["ood_inferential_acc"])
-        frames.append(pd.DataFrame({"run_id": f["run_id"], "step": h.step.astype(int), "id_acc": h.id_acc,
-                                    "inferential": h.ood_inferential_acc, "symmetric": h.ood_symmetric_acc}))
-    if not frames:
-        return pd.DataFrame(columns=CURVE_COLUMNS)
-    return pd.concat(frames, ignore_index=True).drop_duplicates(["run_id", "step"], keep="last")
+    """final.json dicts -> one row per (run, evaluation): ID accuracy and the held-out pair's accuracy
+    under each mapping, from each run's ``history`` (the evaluations its best over training was taken
+    from; rows without the held-out metrics are left out)."""
+    rows = [(f["run_id"], h["step"], h.get("id_acc"), h["ood_inferential_acc"], h.get("ood_symmetric_acc"))
+            for f in runs for h in f.get("history") or [] if h.get("ood_inferential_acc") is not None]
+    return pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
 
 def seed_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -125,8 +123,7 @@ def seed_table(rows: pd.DataFrame) -> pd.DataFrame:
     the lrs and training (``*_best``) and ``n_lrs``, the numbers the papers' cell averages."""
     from .eval.judgement import seed_bests
 
-    runs = rows[rows.status.isin(["finished", "stopped_early", "diverged"])].rename(columns=TO_JUDGEMENT)
-    return seed_bests(runs, ["clock", "n_layers", "op_set", "paper_gamma"])
+    return seed_bests(_judged(rows), CELL_KEYS)
 
 
 def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: float = 0.5,
@@ -146,10 +143,9 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
     curves = curve_rows(finals)
     if with_rows:
         rows = join_rows(rows, earlier_rows(with_rows))
-        old = [pd.read_csv(q) for q in (Path(p).with_name(Path(p).stem + "_curves.csv") for p in with_rows)
-               if q.exists()]
-        old = [o[~o.run_id.isin(curves.run_id)] for o in old if len(o)]
-        curves = pd.concat([curves, *old], ignore_index=True) if old else curves
+        for q in (Path(p).with_name(Path(p).stem + "_curves.csv") for p in with_rows):
+            if q.exists():
+                curves = with_earlier(curves, pd.read_csv(q))
     cells = cell_table(rows, threshold, id_min) if len(rows) else pd.DataFrame()
     seeds = seed_table(rows) if len(rows) else pd.DataFrame()
     out = Path(out)

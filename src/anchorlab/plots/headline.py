@@ -89,6 +89,7 @@ def plot_curves(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> Fig
     lrs = sorted(t.peak_lr.unique())
     cmap = colormaps["viridis"]
     color = {lr: cmap(i / max(len(lrs) - 1, 1)) for i, lr in enumerate(lrs)}
+    of_run = {rid: c.sort_values("step") for rid, c in curves.groupby("run_id")}
     ncol = 4 if len(seeds) < 3 else 6
     n_leg = -(-(len(lrs) + 2) // ncol)
     height = 2.3 * len(panels) + 0.3 + 0.18 * n_leg
@@ -99,7 +100,7 @@ def plot_curves(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> Fig
             ax = axes[i, j]
             sel = t[(t.clock == clock) & (t.op_set == op) & (t.paper_gamma == g) & (t.seed == seed)]
             for _, r in sel.sort_values("peak_lr").iterrows():
-                c = curves[curves.run_id == r.run_id].sort_values("step")
+                c = of_run[r.run_id]
                 ax.plot(c.step, c.inferential, "-", color=color[r.peak_lr], lw=1.1)
                 ax.plot(c.step, c.symmetric, "--", color=color[r.peak_lr], lw=1.1)
             ax.set_ylim(-0.02, 1.02)

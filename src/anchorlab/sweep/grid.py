@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import yaml
 
-from ..config import (ConfigError, ExperimentConfig, apply_overrides, experiment_from_dict, load_yaml, resolve_named,
-                      set_dotted)
+from ..config import (ConfigError, ExperimentConfig, apply_overrides, experiment_from_dict, load_yaml, parse_scalar,
+                      resolve_named, set_dotted)
 from .aggregate import AggregateOptions
 
 if TYPE_CHECKING:
@@ -167,8 +167,9 @@ SET_HELP = "a mapping {dotted.key: value} or a list of KEY=VALUE strings (or one
 
 
 def _typed(text: str) -> Any:
-    """A command-line value as YAML types it, with ``1e-3``-style floats (YAML 1.1 reads them as text)."""
-    v = yaml.safe_load(text)
+    """A command-line value as YAML types it (:func:`parse_scalar`), with ``1e-3``-style floats (YAML 1.1
+    reads them as text)."""
+    v = parse_scalar(text)
     if isinstance(v, str):
         try:
             return float(v)
