@@ -196,3 +196,26 @@ def test_fit_verdict_analysis_and_callback(tmp_path, tiny_overrides, monkeypatch
     assert with_p[0]["verdict/p_composes"] == pytest.approx(vm.p_composes(feats))
     train(load_config("demo/small", sets + ["init.gamma=0.6"]), tmp_path / "other")   # not the fitted setting
     assert "verdict/p_composes" not in (tmp_path / "other" / "metrics.jsonl").read_text()
+
+
+def test_earlier_rows_rejudge_outcomes_and_keep_the_last_copy(tmp_path):
+    """Committed rows are re-judged at the threshold asked for (the stored ``outcome`` is not trusted),
+    the ``design`` column is dropped, a run at one fraction is counted once, and a table missing a
+    column is refused naming it."""
+    from anchorlab.predictor_study import RUN_COLUMNS, earlier_rows
+
+    row = dict(run_id="r1", data_seed=0, init_seed=0, gamma=0.8, id_acc=0.95, inferential_final=0.6,
+               symmetric_final=0.1, inferential_best=0.7, symmetric_best=0.2, outcome="memorizes",
+               at_fraction=0.5, step=100, design="x")
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    pd.DataFrame([row]).to_csv(a, index=False)
+    pd.DataFrame([{**row, "run_id": "r2", "inferential_final": 0.4}]).to_csv(b, index=False)
+    got = earlier_rows([a, b, a], threshold=0.5)
+    assert list(got.run_id) == ["r1", "r2"] and "design" not in got.columns
+    assert list(got.outcome) == ["composes", "neither"]
+    assert list(earlier_rows([a], threshold=0.65).outcome) == ["neither"]
+    assert set(RUN_COLUMNS) <= set(got.columns)
+    pd.DataFrame([{k: v for k, v in row.items() if k != "step"}]).to_csv(b, index=False)
+    with pytest.raises(ValueError, match="lack column.*step"):
+        earlier_rows([b])
+    assert len(earlier_rows([])) == 0

@@ -85,14 +85,9 @@ def _judged(rows: pd.DataFrame) -> pd.DataFrame:
 def earlier_rows(paths: Sequence[str | Path]) -> pd.DataFrame:
     """Rows of earlier run tables (e.g. the committed ``docs/figures/fig2_cell_cpu.csv``), for runs whose
     directories are not at hand; a table lacking a column of :data:`COLUMNS` + :data:`EXTRA` is refused."""
-    frames = [pd.read_csv(p) for p in paths]
-    if not frames:
-        return pd.DataFrame(columns=COLUMNS + EXTRA)
-    df = pd.concat(frames, ignore_index=True)
-    missing = [c for c in COLUMNS + EXTRA if c not in df.columns]
-    if missing:
-        raise ValueError(f"--with-rows: {', '.join(map(str, paths))} lack column(s) {', '.join(missing)}")
-    return df[COLUMNS + EXTRA].drop_duplicates("run_id", keep="last")
+    from .sweep.results import earlier_tables
+
+    return earlier_tables(paths, COLUMNS + EXTRA)[COLUMNS + EXTRA].drop_duplicates("run_id", keep="last")
 
 
 def with_earlier(new: pd.DataFrame, old: pd.DataFrame) -> pd.DataFrame:

@@ -62,13 +62,9 @@ def study_rows(sweep_dirs: Sequence[str | Path], fractions: Sequence[float] = FR
 def earlier_rows(paths: Sequence[str | Path], threshold: float = 0.5, id_min: float = 0.9) -> pd.DataFrame:
     """Rows of earlier studies' ``*_runs.csv`` tables (for runs whose directories are not at hand), with
     each run's outcome re-read at ``threshold`` / ``id_min``."""
-    frames = [pd.read_csv(p) for p in paths]
-    if not frames:
-        return pd.DataFrame(columns=RUN_COLUMNS + ["at_fraction", "step"])
-    df = pd.concat(frames, ignore_index=True).drop(columns=["design"], errors="ignore")
-    missing = [c for c in RUN_COLUMNS + ["at_fraction", "step"] if c not in df.columns]
-    if missing:
-        raise ValueError(f"--with-rows: {', '.join(map(str, paths))} lack column(s) {', '.join(missing)}")
+    from .sweep.results import earlier_tables
+
+    df = earlier_tables(paths, RUN_COLUMNS + ["at_fraction", "step"], drop=["design"])
     df["outcome"] = [outcome(i, a, b, threshold, id_min)
                      for i, a, b in zip(df.id_acc, df.inferential_final, df.symmetric_final)]
     return df.drop_duplicates(["run_id", "at_fraction"])

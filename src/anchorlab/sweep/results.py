@@ -48,6 +48,21 @@ def unique_finals(sweep_dirs: Sequence[str | Path], statuses: Sequence[str] = CO
     return list(seen.values())
 
 
+def earlier_tables(paths: Sequence[str | Path], columns: Sequence[str], drop: Sequence[str] = ()) -> "pd.DataFrame":
+    """Earlier run tables (CSV files committed after their run directories are gone) concatenated, with
+    the columns ``drop`` removed; a table set lacking one of ``columns`` is refused with the paths and the
+    missing names. No paths: an empty frame with ``columns``."""
+    import pandas as pd
+
+    if not paths:
+        return pd.DataFrame(columns=list(columns))
+    df = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True).drop(columns=list(drop), errors="ignore")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"--with-rows: {', '.join(map(str, paths))} lack column(s) {', '.join(missing)}")
+    return df
+
+
 def spec_axes(spec: dict) -> list[str]:
     """Every axis key of a sweep spec mapping (``axes`` then ``zip`` groups)."""
     axes = list(spec.get("axes") or {})
