@@ -312,6 +312,7 @@ def test_fig7d_tables_claims_and_figure():
     row = s[(s.composition == "code") & (s.gamma == 0.8)].iloc[0]
     assert row.final_val_ppl == 22 and row.seeds == 2 and row.tokens_seen == 100 * 4 * 16
     f = t["finals"]
+    assert {"init_seed", "data_seed", "run_id"} <= set(f.columns) and "seed" not in f.columns
     assert f.best_val_ppl.tolist() == f.final_val_ppl.tolist()   # the lowest after step 0, read from the history
     assert smaller_init_lower_ppl(t) == 0.5          # code falls with every gamma step; code+prose does not
     assert math.isclose(ppl_ratio(t), (40 / 22 + 50 / 45) / 2)

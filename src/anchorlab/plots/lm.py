@@ -11,12 +11,12 @@ from ..config import ConfigError
 def plot_perplexity_curves(curves: pd.DataFrame, finals: pd.DataFrame | None = None) -> Figure:
     """One panel per composition: validation perplexity (log) vs tokens seen, one colour per gamma.
 
-    ``curves`` needs ``composition``, ``gamma``, ``seed``, ``tokens`` and
-    ``val_ppl`` (one row per evaluation of a run); each seed is a thin line and
-    the seed mean a thick one. ``finals`` (composition, gamma, final_val_ppl,
+    ``curves`` needs ``composition``, ``gamma``, ``run_id``, ``tokens`` and
+    ``val_ppl`` (one row per evaluation of a run); each run (seed) is a thin line
+    and the mean over runs a thick one. ``finals`` (composition, gamma, final_val_ppl,
     ...) adds the final perplexities to the legend.
     """
-    need = {"composition", "gamma", "seed", "tokens", "val_ppl"}
+    need = {"composition", "gamma", "run_id", "tokens", "val_ppl"}
     if missing := sorted(need - set(curves.columns)):
         raise ConfigError(f"curves: missing columns {', '.join(missing)}")
     comps = list(dict.fromkeys(curves.composition))
@@ -28,14 +28,14 @@ def plot_perplexity_curves(curves: pd.DataFrame, finals: pd.DataFrame | None = N
         for i, g in enumerate(gammas):
             c = f"C{i % 10}"
             runs = sub[sub.gamma == g]
-            for _, r in runs.groupby("seed"):
+            for _, r in runs.groupby("run_id"):
                 ax.plot(r.tokens, r.val_ppl, color=c, lw=0.6, alpha=0.45)
             mean = runs.groupby("tokens", as_index=False).val_ppl.mean()
             label = f"gamma={g:g}"
             if finals is not None:
                 f = finals[(finals.composition == comp) & (finals.gamma == g)]
                 if len(f):
-                    label += f" (final {f.final_val_ppl.mean():.3g}, {f.seed.nunique()} seed{'s' * (f.seed.nunique() > 1)})"
+                    label += f" (final {f.final_val_ppl.mean():.3g}, {len(f)} seed{'s' * (len(f) > 1)})"
             ax.plot(mean.tokens, mean.val_ppl, color=c, lw=2, label=label)
         ax.set(yscale="log", xlabel="training tokens seen", ylabel="validation perplexity", title=comp)
         ax.legend(fontsize=7)

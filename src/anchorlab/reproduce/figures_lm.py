@@ -25,8 +25,8 @@ def _composition(task: dict) -> str:
 
 
 def lm_tables(runs: list[dict]) -> dict[str, pd.DataFrame]:
-    """``finals``: one row per run (composition, gamma, seed, final/best val perplexity, tokens seen, steps,
-    status, wall seconds); ``curves``: one row per evaluation (tokens seen = step x batch x seq_len)."""
+    """``finals``: one row per run (composition, gamma, init and data seed, run id, final/best val perplexity,
+    tokens seen, steps, status, wall seconds); ``curves``: one row per evaluation (tokens seen = step x batch x seq_len)."""
     import pandas as pd
 
     rows, curves = [], []
@@ -36,30 +36,30 @@ def lm_tables(runs: list[dict]) -> dict[str, pd.DataFrame]:
             continue
         comp = _composition(c["task"])
         per_step = c["train"]["batch_size"] * c["task"]["seq_len"]
-        seed = c["train"]["init_seed"] * 1000 + c["train"]["data_seed"]
         hist = f.get("history") or []
         last = hist[-1] if hist else {}
-        rows.append({"composition": comp, "gamma": c["init"]["gamma"], "seed": seed,   # one key: init * 1000 + data
+        rows.append({"composition": comp, "gamma": c["init"]["gamma"],
                      "init_seed": c["train"]["init_seed"], "data_seed": c["train"]["data_seed"], "run_id": f["run_id"],
                      "final_val_ppl": last.get("val_ppl", math.nan), "best_val_ppl": min((h["val_ppl"] for h in hist[1:] if h.get("val_ppl") is not None),
                                                          default=math.nan),
                      "final_val_loss": last.get("val_loss", math.nan), "tokens_seen": f.get("steps", 0) * per_step,
                      "steps": f.get("steps"), "status": f["status"], "wall_seconds": f.get("wall_seconds")})
-        curves += [{"composition": comp, "gamma": c["init"]["gamma"], "seed": seed, "step": h["step"],
+        curves += [{"composition": comp, "gamma": c["init"]["gamma"], "run_id": f["run_id"], "step": h["step"],
                     "tokens": h["step"] * per_step, "val_ppl": h.get("val_ppl"), "train_loss": h.get("train_loss")}
                    for h in hist]
     finals_df = pd.DataFrame(rows)
     if len(finals_df):
-        finals_df = finals_df.sort_values(["composition", "gamma", "seed"], ignore_index=True)
+        finals_df = finals_df.sort_values(["composition", "gamma", "init_seed", "data_seed"], ignore_index=True)
     return {"finals": finals_df, "curves": pd.DataFrame(curves)}
 
 
 def summary(finals_df: pd.DataFrame) -> pd.DataFrame:
-    """Composition x gamma: seed-mean (and min/max) of the final validation perplexity, tokens seen, seeds."""
+    """Composition x gamma: seed-mean (and min/max) of the final validation perplexity, tokens seen, seeds
+    (runs: one per init / data seed pair)."""
     g = finals_df.groupby(["composition", "gamma"])
     return g.agg(final_val_ppl=("final_val_ppl", "mean"), ppl_min=("final_val_ppl", "min"),
                  ppl_max=("final_val_ppl", "max"), tokens_seen=("tokens_seen", "mean"),
-                 seeds=("seed", "nunique")).reset_index()
+                 seeds=("run_id", "nunique")).reset_index()
 
 
 def make_fig7d(sweep_dir: Path, out: Path, scale: str) -> Made:
