@@ -203,6 +203,23 @@ def test_fig7_plot_draws_one_line_per_setting_and_metric():
         plot_exact_vs_train_size(pd.DataFrame(rows).drop(columns="setting"))
 
 
+def test_matched_plot_orders_the_2x2_and_marks_runs_that_hit_the_cap():
+    import pandas as pd
+    from anchorlab.plots.realtasks import SETTING_ORDER, plot_matched
+    rows = [{"dataset": "scan", "setting": st, "ood_exact": o + 0.1 * seed, "steps": 100 + seed,
+             "reached_id": not (st.startswith("large init + small") and seed == 1)}
+            for st, o in zip(reversed(SETTING_ORDER), (0.1, 0.2, 0.5, 0.6)) for seed in (0, 1)]
+    fig = plot_matched(pd.DataFrame(rows))
+    ood, steps = fig.get_axes()
+    assert [t.get_text().replace("\n", " ") for t in ood.get_xticklabels()] == list(SETTING_ORDER)
+    assert [round(p.get_height(), 6) for p in ood.patches] == [0.65, 0.55, 0.25, 0.15]   # seed means, 2x2 order
+    hollow = [c for c in steps.collections if len(c.get_offsets()) and c.get_facecolors().size == 0]
+    assert len(hollow) == 1 and list(hollow[0].get_offsets()[0]) == [3, 101]          # the one capped run
+    assert steps.get_legend() is not None
+    with pytest.raises(ConfigError, match="reached_id"):
+        plot_matched(pd.DataFrame(rows).drop(columns="reached_id"))
+
+
 def test_cli_train_dispatches_scan_configs(tmp_path, shared_datasets, capsys):
     from anchorlab.cli import main
 

@@ -62,3 +62,45 @@ def plot_exact_vs_train_size(df: pd.DataFrame, metrics: Sequence[str] = ("ood_ex
     axes[0][-1].legend(fontsize=7, loc="best")
     fig.tight_layout()
     return fig
+
+
+SETTING_ORDER = ("small init + large wd", "small init + small wd", "large init + large wd", "large init + small wd")
+
+
+def plot_matched(df: pd.DataFrame, setting_col: str = "setting") -> Figure:
+    """Runs compared at matched ID (each stopped on its ID rule or at a cap): one row of panels per
+    dataset; left, OOD exact match per setting (bar: mean over seeds, dots: each run, hollow where the
+    run hit the cap without reaching the ID rule); right, the step each run stopped at.
+
+    ``df`` needs ``dataset``, ``setting_col``, ``ood_exact``, ``steps`` and ``reached_id``.
+    """
+    need = {"dataset", setting_col, "ood_exact", "steps", "reached_id"}
+    if missing := sorted(need - set(df.columns)):
+        raise ConfigError(f"df: missing columns {', '.join(missing)}; need {', '.join(sorted(need))}")
+    present = list(dict.fromkeys(df[setting_col]))
+    settings = [s for s in SETTING_ORDER if s in present] + [s for s in present if s not in SETTING_ORDER]
+    datasets = sorted(df["dataset"].unique())
+    fig = Figure(figsize=(9.0, 3.4 * len(datasets)), layout="constrained")
+    axes = fig.subplots(len(datasets), 2, squeeze=False)
+    for (ax_ood, ax_steps), ds in zip(axes, datasets):
+        sub = df[df["dataset"] == ds]
+        for x, s in enumerate(settings):
+            g = sub[sub[setting_col] == s]
+            if g.empty:
+                continue
+            color = "tab:blue" if s.startswith("small init") else "tab:red"
+            ax_ood.bar(x, g.ood_exact.mean(), color=color, alpha=0.35 if "small wd" in s else 0.6, width=0.6)
+            for ax, col in ((ax_ood, "ood_exact"), (ax_steps, "steps")):
+                ok = g.reached_id.astype(bool)
+                ax.scatter([x] * int(ok.sum()), g[col][ok], color=color, zorder=3, s=22)
+                ax.scatter([x] * int((~ok).sum()), g[col][~ok], facecolors="none", edgecolors=color, zorder=3,
+                           s=22, label="hit the cap (ID rule not reached)" if col == "steps" else None)
+        for ax in (ax_ood, ax_steps):
+            ax.set_xticks(range(len(settings)), [s.replace(" + ", "\n+ ") for s in settings], fontsize=7)
+            ax.grid(alpha=0.3, axis="y")
+        ax_ood.set(ylim=(0, 1.02), ylabel="OOD exact match", title=f"{TITLES.get(ds, ds)}: OOD at matched ID")
+        ax_steps.set(ylabel="steps to stop", title="steps to the ID rule")
+        ax_steps.set_ylim(bottom=0)
+        if (~sub.reached_id.astype(bool)).any():
+            ax_steps.legend(fontsize=7)
+    return fig

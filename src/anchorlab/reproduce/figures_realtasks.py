@@ -69,7 +69,7 @@ def make_datasize(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..plots.realtasks import plot_exact_vs_train_size
 
     df = finals_table(finals(sweep_dir))
-    return {"runs": df}, {"fig7.png": save_figure(plot_exact_vs_train_size(df), out / "fig7")[0]}
+    return {"runs": df}, {"fig7.png": save_figure(plot_matched(df), out / "fig7")[0]}
 
 
 def _wins(t: pd.DataFrame) -> float:
@@ -128,7 +128,7 @@ register(Figure(
 def make_matched(sweep_dir: Path, out: Path, scale: str) -> Made:
     """Runs table (``reached_id``: the run stopped on its ID rule before the cap) and the figure."""
     from ..plots.save import save_figure
-    from ..plots.realtasks import plot_exact_vs_train_size
+    from ..plots.realtasks import plot_matched
 
     fs = finals(sweep_dir)
     df = finals_table(fs)
@@ -136,7 +136,7 @@ def make_matched(sweep_dir: Path, out: Path, scale: str) -> Made:
         return {"runs": df}, {}
     df.insert(3, "reached_id", df.status == "stopped_early")
     df.insert(3, "seed", [f["config"]["train"]["init_seed"] for f in fs])
-    return {"runs": df}, {"fig7.png": save_figure(plot_exact_vs_train_size(df), out / "fig7")[0]}
+    return {"runs": df}, {"fig7.png": save_figure(plot_matched(df), out / "fig7")[0]}
 
 
 def _reached(t: pd.DataFrame, setting: bool) -> float:
