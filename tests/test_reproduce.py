@@ -63,6 +63,14 @@ def test_reproduce_fig2_end_to_end_at_cpu_scale_reduced(tmp_path, capsys):
     # a second call trains nothing new
     assert main(args) == 0
     assert len(list((out / "sweep" / "runs").iterdir())) == 16
+    # --no-train with other settings: the figure is redrawn from the 16 runs there, nothing is trained
+    (out / "fig2.png").unlink()
+    assert main([*args, "--set", "train.epochs=3", "--no-train"]) == 0
+    assert len(list((out / "sweep" / "runs").iterdir())) == 16 and (out / "fig2.png").exists()
+    assert "16 completed runs found" in (out / "README.md").read_text()
+    capsys.readouterr()
+    assert main(["reproduce", "neurips-fig2", "--out", str(tmp_path / "empty"), "--no-train"]) == 2
+    assert "--no-train" in capsys.readouterr().err and not (tmp_path / "empty" / "sweep").exists()
 
 
 def test_unknown_figure_and_scale_are_one_line_errors(capsys):

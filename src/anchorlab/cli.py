@@ -279,7 +279,7 @@ def _cmd_reproduce(a: argparse.Namespace) -> int:
     will_create(a, out)
     print(f"reproduce {a.figure} at scale {a.scale} -> {out}", flush=True)
     res = reproduce(a.figure, a.scale, out, executor=a.executor, workers=a.workers, dry_run=a.dry_run,
-                    progress=not a.no_progress, overrides=a.set)
+                    progress=not a.no_progress, overrides=a.set, train=not a.no_train)
     for k, v in res.items():
         print(f"{k}: {v}")
     return 0

@@ -131,6 +131,8 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
     execution(sp)
     overrides(sp, "extra override for every run of the figure's sweep (e.g. train.epochs=2)")
     sp.add_argument("--dry-run", action="store_true", help="list the runs without training")
+    sp.add_argument("--no-train", action="store_true",
+                    help="draw the figure from the completed runs OUT/sweep already holds; train nothing")
     no_progress(sp)
     sp.set_defaults(fn=handlers["reproduce"])
 

@@ -157,9 +157,9 @@ def _matched_gap(t: pd.DataFrame) -> float:
 
 
 MATCHED_NOTE = ("CPU scale: 2-layer width-128 GPT-2-style decoder, each run trains until ID exact match >= 0.99 "
-                "(train.stop_when) or a 2,400-step cap, the 2x2 of init rate x weight decay, two seeds; a run "
-                "that hit the cap did not reach matched "
-                "ID (reached_id false). docs/reasoning_tasks.md.")
+                "(train.stop_when) or a cap (SCAN 2,400 steps, COGS 7,200), the 2x2 of init rate x weight decay, "
+                "two seeds; a run that hit the cap did not reach matched ID (reached_id false). "
+                "docs/reasoning_tasks.md.")
 
 for _fig, _task, _preset in (("journal-fig7a-matched", "SCAN addprim_turn_left", "scan_matched"),
                              ("journal-fig7b-matched", "COGS", "cogs_matched")):

@@ -103,9 +103,13 @@ def claims_table(fig: Figure, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "process", workers: int | None = None,
-              dry_run: bool = False, progress: bool = False, overrides: list[str] | tuple[str, ...] = ()
-              ) -> dict[str, Path]:
-    """Run figure ``figure`` at ``scale`` into ``out``; return the files written (see the module docstring)."""
+              dry_run: bool = False, progress: bool = False, overrides: list[str] | tuple[str, ...] = (),
+              train: bool = True) -> dict[str, Path]:
+    """Run figure ``figure`` at ``scale`` into ``out``; return the files written (see the module docstring).
+
+    ``train=False`` trains nothing: the figure is drawn from the completed runs ``out/sweep`` holds,
+    whatever spec they came from (a sweep run with other settings, or one still running)."""
+    from ..sweep.results import finals
     from ..sweep.runner import plan_sweep, run_sweep
 
     if figure not in FIGURES:
@@ -120,6 +124,9 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
         plan = plan_sweep(spec, sweep_dir)
         print(plan.to_string(index=False))
         return {}
+    if not train and not (sweep_dir / "runs").is_dir():
+        raise ConfigError(f"--no-train: {sweep_dir} holds no runs; run the figure without --no-train, or put "
+                          f"(or link) a sweep directory there")
     if fig.extra:  # before training, not after it
         from ..extras import require_extra
         require_extra(fig.extra, f"reproduce {figure}")
@@ -129,19 +136,22 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
         if progress:
             print(f"  run {run.run_id} {run.values}: {status}", flush=True)
 
-    df = run_sweep(spec, sweep_dir, executor=executor, max_workers=workers, on_result=done)
-    bad = df.drop_duplicates("run_id")
-    bad = bad[bad.status.isin(["failed"])]
-    if len(bad):
-        log.warning("%d run(s) failed; the figure uses the others: %s", len(bad), list(bad.run_id))
+    if train:
+        df = run_sweep(spec, sweep_dir, executor=executor, max_workers=workers, on_result=done)
+        bad = df.drop_duplicates("run_id")
+        bad = bad[bad.status.isin(["failed"])]
+        if len(bad):
+            log.warning("%d run(s) failed; the figure uses the others: %s", len(bad), list(bad.run_id))
+        runs_line = f"Sweep: {spec.get('name')} ({df.run_id.nunique()} runs) in `sweep/`; "
+    else:
+        runs_line = f"Sweep: the {len(finals(sweep_dir))} completed runs found in `sweep/` (drawn with --no-train); "
     tables, files = fig.make(sweep_dir, out, scale)
     for name, t in tables.items():
         files.setdefault(f"{name}.csv", atomic_write(out / f"{name}.csv", lambda p, t=t: t.to_csv(p, index=False)))
     claims = claims_table(fig, tables)
     files["paper_vs_ours.csv"] = atomic_write(out / "paper_vs_ours.csv", lambda p: claims.to_csv(p, index=False))
     readme = [f"# {fig.paper} {fig.number} ({fig.id}) at scale `{scale}`", "", fig.shows, "",
-              f"Sweep: {spec.get('name')} ({df.run_id.nunique()} runs) in `sweep/`; "
-              f"`anchorlab report {sweep_dir}` draws the sweep's generic report.", ""]
+              runs_line + f"`anchorlab report {sweep_dir}` draws the sweep's generic report.", ""]
     if fig.notes:
         readme += [f"Note: {fig.notes}", ""]
     readme += ["| claim | paper | ours |", "|---|---|---|"]
