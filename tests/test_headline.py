@@ -63,12 +63,24 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
     assert (r.inferential_best, r.symmetric_best, r.inferential_final, r.symmetric_final) == (0.3, 0.9, 0.1, 0.8)
     assert r.op_set.startswith("{1:+5,2:+1,3:-2,4:-8} (4,3) held out") and r.precision == "float32"
     cells = pd.read_csv(tmp_path / "fig2_cell_cpu_cells.csv")
-    c = cells[cells.paper_gamma == 0.8].iloc[0]
+    assert list(cells.lrs) == ["all", "all", "[1.1e-4, 3.3e-4]"]   # gamma 0.3 has no peak inside the range
+    c = cells[(cells.paper_gamma == 0.8) & (cells.lrs == "all")].iloc[0]
     assert math.isclose(c.inferential_best, (0.9 + 0.7) / 2) and math.isclose(c.symmetric_best, (0.9 + 0.4) / 2)
     assert math.isclose(c.inferential_per_run, 1 / 4) and c.n_seeds == 2 and c.n_runs == 4
+    # the paper's corrected range keeps only the 2e-4 runs: each seed's best is that run's
+    c = cells[(cells.paper_gamma == 0.8) & (cells.lrs != "all")].iloc[0]
+    assert math.isclose(c.inferential_best, (0.3 + 0.7) / 2) and math.isclose(c.symmetric_best, (0.9 + 0.1) / 2)
+    assert c.n_runs == 2
     seeds = pd.read_csv(tmp_path / "fig2_cell_cpu_seeds.csv")
-    s0 = seeds[(seeds.paper_gamma == 0.8) & (seeds.seed == 0)].iloc[0]
+    s0 = seeds[(seeds.paper_gamma == 0.8) & (seeds.seed == 0) & (seeds.lrs == "all")].iloc[0]
     assert (s0.inferential_best, s0.symmetric_best, s0.n_lrs) == (0.9, 0.9, 2)   # each mapping's best lr
+    assert main([str(tmp_path / "a"), "--out", str(tmp_path / "wide.csv"), "--lr-range", "none"]) == 0
+    assert set(pd.read_csv(tmp_path / "wide_cells.csv").lrs) == {"all"}
+    assert main([str(tmp_path / "a"), "--out", str(tmp_path / "low.csv"), "--lr-range", "5e-5,1.5e-4"]) == 0
+    low = pd.read_csv(tmp_path / "low_seeds.csv")
+    assert set(low.lrs) == {"all", "[5e-5, 1.5e-4]"} and (low[low.lrs != "all"].n_lrs == 1).all()
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "a"), "--out", str(tmp_path / "x.csv"), "--lr-range", "1e-4"])
     assert "5 runs; wrote" in capsys.readouterr().out
     assert (tmp_path / "fig2_cell_cpu.png").stat().st_size > 5000
 
@@ -98,7 +110,7 @@ def test_committed_rows_join_the_runs_found_and_a_run_found_wins(tmp_path):
     again = rows[(rows.paper_gamma == 0.3) & (rows.peak_lr == 2e-4)].iloc[0]
     assert again.symmetric_best == 0.6          # the directory's row, not the table's 0.95
     cells = pd.read_csv(tmp_path / "joined_cells.csv")
-    assert cells[cells.paper_gamma == 0.3].iloc[0].symmetric_best == 1.0   # best over both lrs, one from the table
+    assert cells[(cells.paper_gamma == 0.3) & (cells.lrs == "all")].iloc[0].symmetric_best == 1.0   # best over both lrs, one from the table
     assert pd.read_csv(tmp_path / "joined_curves.csv").equals(curves)   # the committed trajectories join too
     assert main(["--with-rows", str(out), "--out", str(tmp_path / "alone.csv")]) == 0   # rows alone regenerate
     assert pd.read_csv(tmp_path / "alone.csv").equals(rows)

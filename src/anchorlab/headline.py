@@ -31,6 +31,32 @@ EXTRA = ["clock", "n_layers", "id_best", "steps", "gamma", "ref_width", "d_model
 
 
 CELL_KEYS = ["clock", "n_layers", "op_set", "paper_gamma"]   # a cell of the tables
+TABLE_KEYS = [*CELL_KEYS, "lrs"]   # ... read over every peak lr ("all") or over a range of them
+# the paper's peak range [1e-4, 3e-4] after the batch and width corrections (x 1.1, docs/headline.md),
+# fixed before the runs: the papers' rule is read over the peaks inside it and over every peak run
+PAPER_LR_RANGE = (1.1e-4, 3.3e-4)
+ALL_LRS = "all"
+
+
+def lr_range_label(lo: float, hi: float) -> str:
+    """``[1.1e-4, 3.3e-4]`` for (1.1e-4, 3.3e-4)."""
+    def sci(v: float) -> str:
+        m, e = f"{v:.3e}".split("e")
+        return f"{m.rstrip('0').rstrip('.')}e{int(e)}"
+    return f"[{sci(lo)}, {sci(hi)}]"
+
+
+def lr_readings(rows: pd.DataFrame, lr_range: tuple[float, float] | None = PAPER_LR_RANGE) -> pd.DataFrame:
+    """A run table twice, as the two readings of the papers' rule: every run (``lrs`` = "all") and the runs
+    whose peak lr lies in ``lr_range`` (``lrs`` = "[LO, HI]"); ``None``: the first only."""
+    out = [rows.assign(lrs=ALL_LRS)]
+    if lr_range is not None:
+        lo, hi = lr_range
+        if not 0 < lo <= hi:
+            raise ValueError(f"--lr-range: must be LO,HI with 0 < LO <= HI, got {lo:g},{hi:g}")
+        inside = rows[(rows.peak_lr >= lo * (1 - 1e-9)) & (rows.peak_lr <= hi * (1 + 1e-9))]
+        out.append(inside.assign(lrs=lr_range_label(lo, hi)))
+    return pd.concat(out, ignore_index=True)
 
 # a run table's columns -> the names anchorlab.eval.judgement reads
 TO_JUDGEMENT = {"inferential_final": "ood_inferential_acc", "symmetric_final": "ood_symmetric_acc",
@@ -69,12 +95,14 @@ def cell_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return out.sort_values(["clock", "n_layers", "op_set", "paper_gamma", "peak_lr", "seed"]).reset_index(drop=True)
 
 
-def cell_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9) -> pd.DataFrame:
-    """:func:`cell_rows` -> one row per (clock, depth, op set, paper gamma): the papers' cell (mean over seeds
-    of the best over lrs and training, each mapping on its own) beside the per-run rates."""
+def cell_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9,
+               lr_range: tuple[float, float] | None = PAPER_LR_RANGE) -> pd.DataFrame:
+    """:func:`cell_rows` -> one row per (clock, depth, op set, paper gamma, lrs): the papers' cell (mean over
+    seeds of the best over lrs and training, each mapping on its own) beside the per-run rates, over every
+    peak and over the peaks in ``lr_range`` (:func:`lr_readings`)."""
     from .eval.judgement import paper_cells
 
-    return paper_cells(_judged(rows), CELL_KEYS, threshold, id_min)
+    return _all_first(paper_cells(_judged(lr_readings(rows, lr_range)), TABLE_KEYS, threshold, id_min))
 
 
 def _judged(rows: pd.DataFrame) -> pd.DataFrame:
@@ -113,16 +141,24 @@ def curve_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
 
-def seed_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """:func:`cell_rows` -> one row per (clock, depth, op set, paper gamma, seed): each mapping's best over
-    the lrs and training (``*_best``) and ``n_lrs``, the numbers the papers' cell averages."""
+def seed_table(rows: pd.DataFrame, lr_range: tuple[float, float] | None = PAPER_LR_RANGE) -> pd.DataFrame:
+    """:func:`cell_rows` -> one row per (clock, depth, op set, paper gamma, lrs, seed): each mapping's best
+    over the lrs and training (``*_best``) and ``n_lrs``, the numbers the papers' cell averages."""
     from .eval.judgement import seed_bests
 
-    return seed_bests(_judged(rows), CELL_KEYS)
+    return _all_first(seed_bests(_judged(lr_readings(rows, lr_range)), TABLE_KEYS))
+
+
+def _all_first(t: pd.DataFrame) -> pd.DataFrame:
+    """A table keyed by :data:`TABLE_KEYS` with each cell's "all" reading before its range reading."""
+    rest = [c for c in ("seed",) if c in t]
+    return (t.assign(_r=t.lrs != ALL_LRS).sort_values([*CELL_KEYS, "_r", *rest], kind="stable")
+            .drop(columns="_r").reset_index(drop=True))
 
 
 def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: float = 0.5,
-                 id_min: float = 0.9, with_rows: Sequence[str | Path] = ()
+                 id_min: float = 0.9, with_rows: Sequence[str | Path] = (),
+                 lr_range: tuple[float, float] | None = PAPER_LR_RANGE
                  ) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
     """Read every completed run of ``sweep_dirs`` (a run in several counts once) and the rows of the
     earlier tables ``with_rows`` whose runs are not among them, write ``out`` (the run rows),
@@ -141,8 +177,8 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
         for q in (Path(p).with_name(Path(p).stem + "_curves.csv") for p in with_rows):
             if q.exists():
                 curves = with_earlier(curves, pd.read_csv(q))
-    cells = cell_table(rows, threshold, id_min) if len(rows) else pd.DataFrame()
-    seeds = seed_table(rows) if len(rows) else pd.DataFrame()
+    cells = cell_table(rows, threshold, id_min, lr_range) if len(rows) else pd.DataFrame()
+    seeds = seed_table(rows, lr_range) if len(rows) else pd.DataFrame()
     out = Path(out)
     paths = [atomic_write(out, lambda p: rows.to_csv(p, index=False)),
              atomic_write(out.with_name(out.stem + "_cells.csv"), lambda p: cells.to_csv(p, index=False)),
@@ -172,12 +208,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--with-rows", action="append", default=[], metavar="CSV",
                    help="an earlier run table whose runs join (a run found in a directory wins); repeatable, "
                         "e.g. the committed docs/figures/fig2_cell_cpu.csv when its run directories are gone")
+    p.add_argument("--lr-range", default=",".join(map(str, PAPER_LR_RANGE)), metavar="LO,HI",
+                   help="the cells and seeds tables read the papers' rule over every peak and over the peaks "
+                        "in [LO, HI] (default: the paper's [1e-4, 3e-4] corrected x 1.1); 'none': every peak only")
     a = p.parse_args(argv)
     if not a.sweep_dirs and not a.with_rows:
         p.error("give sweep directories, --with-rows tables, or both")
-    rows, cells, paths = write_tables(a.sweep_dirs, a.out, a.threshold, a.id_min, a.with_rows)
+    try:
+        lr_range = None if a.lr_range == "none" else tuple(float(v) for v in a.lr_range.split(","))
+        if lr_range is not None and len(lr_range) != 2:
+            raise ValueError
+    except ValueError:
+        p.error(f"--lr-range: must be LO,HI (two numbers) or none, got {a.lr_range!r}")
+    rows, cells, paths = write_tables(a.sweep_dirs, a.out, a.threshold, a.id_min, a.with_rows, lr_range)
     if len(cells):
-        cols = ["clock", "n_layers", "op_set", "paper_gamma", "n_seeds", "n_runs", "id_best", "inferential_best",
+        cols = ["clock", "n_layers", "op_set", "paper_gamma", "lrs", "n_seeds", "n_runs", "id_best", "inferential_best",
                 "symmetric_best", "inferential_per_run", "symmetric_per_run"]
         with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 50):
             print(cells[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))

@@ -21,7 +21,8 @@ PAPER = {0.3: ("symmetric", 0.9), 0.8: ("inferential", 0.9)}   # NeurIPS Fig. 2,
 
 
 def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figure:
-    """Panels (rows: clocks, columns: op sets) of the depth-``depth`` cells."""
+    """Panels (rows: clocks, and the lr readings where the table has an ``lrs`` column; columns: op sets)
+    of the depth-``depth`` cells."""
     need = ["clock", "n_layers", "op_set", "paper_gamma", "id_best", "inferential_best", "symmetric_best",
             "inferential_per_run", "symmetric_per_run", "n_seeds"]
     missing = [c for c in need if c not in cells.columns]
@@ -30,14 +31,17 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
     t = cells[(cells.n_layers == depth) & cells.paper_gamma.notna()]
     if t.empty:
         raise ConfigError(f"cell table has no depth-{depth} rows with a paper gamma")
-    clocks, ops = sorted(t.clock.unique()), sorted(t.op_set.unique())
+    if "lrs" not in t:
+        t = t.assign(lrs="all")
+    rows_ = sorted({(c, r) for c, r in zip(t.clock, t.lrs)}, key=lambda cr: (cr[0], cr[1] != "all", cr[1]))
+    ops = sorted(t.op_set.unique())
     rate = "per-run rate" + (f" (OOD >= {t.threshold.iloc[0]:g}, ID >= {id_min:g})" if "threshold" in t else "")
-    fig = Figure(figsize=(3.6 * len(ops) + 0.6, 2.9 * len(clocks) + 0.6))
-    axes = np.atleast_2d(fig.subplots(len(clocks), len(ops), squeeze=False, sharey=True))
-    for i, clock in enumerate(clocks):
+    fig = Figure(figsize=(3.6 * len(ops) + 0.6, 2.9 * len(rows_) + 0.6))
+    axes = np.atleast_2d(fig.subplots(len(rows_), len(ops), squeeze=False, sharey=True))
+    for i, (clock, lrs) in enumerate(rows_):
         for j, op in enumerate(ops):
             ax = axes[i, j]
-            c = t[(t.clock == clock) & (t.op_set == op)].sort_values("paper_gamma")
+            c = t[(t.clock == clock) & (t.lrs == lrs) & (t.op_set == op)].sort_values("paper_gamma")
             x = np.arange(len(c))
             for k, (m, color) in enumerate(MAPS):
                 off = (k - 0.5) * 0.38
@@ -60,10 +64,11 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
             ax.set_ylim(0, 1.05)
             ax.axhline(0.5, color="gray", lw=0.6, ls=":")
             n = int(c.n_seeds.max()) if len(c) else 0
-            ax.set_title(f"{op.split(' (')[0]}\nclock {clock:g}x, {n} seed(s)", fontsize=8)
+            which = "every peak lr" if lrs == "all" else f"peak lrs {lrs}"
+            ax.set_title(f"{op.split(' (')[0]}\nclock {clock:g}x, {n} seed(s), {which}", fontsize=8)
             if j == 0:
                 ax.set_ylabel("held-out pair accuracy")
-            if i == len(clocks) - 1:
+            if i == len(rows_) - 1:
                 ax.set_xlabel("paper gamma (std at width 400)")
     axes[0, 0].bar([0], [0], 0, color="white", edgecolor="black", hatch="//", label=f"hatched: mean best ID < {id_min:g}")
     fig.legend(loc="lower center", ncol=3, fontsize=8, frameon=False)
