@@ -79,8 +79,9 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
     assert main([str(tmp_path / "a"), "--out", str(tmp_path / "low.csv"), "--lr-range", "5e-5,1.5e-4"]) == 0
     low = pd.read_csv(tmp_path / "low_seeds.csv")
     assert set(low.lrs) == {"all", "[5e-5, 1.5e-4]"} and (low[low.lrs != "all"].n_lrs == 1).all()
-    with pytest.raises(SystemExit):
-        main([str(tmp_path / "a"), "--out", str(tmp_path / "x.csv"), "--lr-range", "1e-4"])
+    for bad in ("1e-4", "3e-4,1e-4", "a,b"):
+        with pytest.raises(SystemExit):
+            main([str(tmp_path / "a"), "--out", str(tmp_path / "x.csv"), "--lr-range", bad])
     assert "5 runs; wrote" in capsys.readouterr().out
     assert (tmp_path / "fig2_cell_cpu.png").stat().st_size > 5000
 

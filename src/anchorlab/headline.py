@@ -58,6 +58,7 @@ def lr_readings(rows: pd.DataFrame, lr_range: tuple[float, float] | None = PAPER
         out.append(inside.assign(lrs=lr_range_label(lo, hi)))
     return pd.concat(out, ignore_index=True)
 
+
 # a run table's columns -> the names anchorlab.eval.judgement reads
 TO_JUDGEMENT = {"inferential_final": "ood_inferential_acc", "symmetric_final": "ood_symmetric_acc",
                 "inferential_best": "best_ood_inferential_acc", "symmetric_best": "best_ood_symmetric_acc",
@@ -216,10 +217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("give sweep directories, --with-rows tables, or both")
     try:
         lr_range = None if a.lr_range == "none" else tuple(float(v) for v in a.lr_range.split(","))
-        if lr_range is not None and len(lr_range) != 2:
+        if lr_range is not None and (len(lr_range) != 2 or not 0 < lr_range[0] <= lr_range[1]):
             raise ValueError
     except ValueError:
-        p.error(f"--lr-range: must be LO,HI (two numbers) or none, got {a.lr_range!r}")
+        p.error(f"--lr-range: must be LO,HI (two numbers, 0 < LO <= HI) or none, got {a.lr_range!r}")
     rows, cells, paths = write_tables(a.sweep_dirs, a.out, a.threshold, a.id_min, a.with_rows, lr_range)
     if len(cells):
         cols = ["clock", "n_layers", "op_set", "paper_gamma", "lrs", "n_seeds", "n_runs", "id_best", "inferential_best",
