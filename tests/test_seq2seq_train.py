@@ -215,7 +215,7 @@ def test_matched_plot_orders_the_2x2_and_marks_runs_that_hit_the_cap():
     assert [round(p.get_height(), 6) for p in ood.patches] == [0.65, 0.55, 0.25, 0.15]   # seed means, 2x2 order
     hollow = [c for c in steps.collections if len(c.get_offsets()) and c.get_facecolors().size == 0]
     assert len(hollow) == 1 and list(hollow[0].get_offsets()[0]) == [3, 101]          # the one capped run
-    assert steps.get_legend() is not None
+    assert [t.get_text() for t in steps.get_legend().get_texts()] == ["hit the cap (ID rule not reached)"]
     with pytest.raises(ConfigError, match="reached_id"):
         plot_matched(pd.DataFrame(rows).drop(columns="reached_id"))
 

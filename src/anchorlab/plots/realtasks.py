@@ -84,6 +84,7 @@ def plot_matched(df: pd.DataFrame, setting_col: str = "setting") -> Figure:
     axes = fig.subplots(len(datasets), 2, squeeze=False)
     for (ax_ood, ax_steps), ds in zip(axes, datasets):
         sub = df[df["dataset"] == ds]
+        capped_label = "hit the cap (ID rule not reached)"
         for x, s in enumerate(settings):
             g = sub[sub[setting_col] == s]
             if g.empty:
@@ -93,8 +94,11 @@ def plot_matched(df: pd.DataFrame, setting_col: str = "setting") -> Figure:
             for ax, col in ((ax_ood, "ood_exact"), (ax_steps, "steps")):
                 ok = g.reached_id.astype(bool)
                 ax.scatter([x] * int(ok.sum()), g[col][ok], color=color, zorder=3, s=22)
-                ax.scatter([x] * int((~ok).sum()), g[col][~ok], facecolors="none", edgecolors=color, zorder=3,
-                           s=22, label="hit the cap (ID rule not reached)" if col == "steps" else None)
+                if (~ok).any():
+                    ax.scatter([x] * int((~ok).sum()), g[col][~ok], facecolors="none", edgecolors=color,
+                               zorder=3, s=22, label=capped_label if col == "steps" else None)
+                    if col == "steps":
+                        capped_label = None   # one legend entry
         for ax in (ax_ood, ax_steps):
             ax.set_xticks(range(len(settings)), [s.replace(" + ", "\n+ ") for s in settings], fontsize=7)
             ax.grid(alpha=0.3, axis="y")
