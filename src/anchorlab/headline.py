@@ -46,14 +46,27 @@ def lr_range_label(lo: float, hi: float) -> str:
     return f"[{sci(lo)}, {sci(hi)}]"
 
 
+def checked_lr_range(lo: float, hi: float) -> tuple[float, float]:
+    """(LO, HI) if 0 < LO <= HI, else ValueError."""
+    if not 0 < lo <= hi:
+        raise ValueError(f"need 0 < LO <= HI, got {lo:g},{hi:g}")
+    return lo, hi
+
+
+def parse_lr_range(text: str) -> tuple[float, float] | None:
+    """``"LO,HI"`` -> :func:`checked_lr_range` (LO, HI); ``"none"`` -> None; ValueError otherwise."""
+    if text == "none":
+        return None
+    lo, hi = (float(v) for v in text.split(","))
+    return checked_lr_range(lo, hi)
+
+
 def lr_readings(rows: pd.DataFrame, lr_range: tuple[float, float] | None = PAPER_LR_RANGE) -> pd.DataFrame:
     """A run table twice, as the two readings of the papers' rule: every run (``lrs`` = "all") and the runs
     whose peak lr lies in ``lr_range`` (``lrs`` = "[LO, HI]"); ``None``: the first only."""
     out = [rows.assign(lrs=ALL_LRS)]
     if lr_range is not None:
-        lo, hi = lr_range
-        if not 0 < lo <= hi:
-            raise ValueError(f"--lr-range: must be LO,HI with 0 < LO <= HI, got {lo:g},{hi:g}")
+        lo, hi = checked_lr_range(*lr_range)
         inside = rows[(rows.peak_lr >= lo * (1 - 1e-9)) & (rows.peak_lr <= hi * (1 + 1e-9))]
         out.append(inside.assign(lrs=lr_range_label(lo, hi)))
     return pd.concat(out, ignore_index=True)
@@ -216,9 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not a.sweep_dirs and not a.with_rows:
         p.error("give sweep directories, --with-rows tables, or both")
     try:
-        lr_range = None if a.lr_range == "none" else tuple(float(v) for v in a.lr_range.split(","))
-        if lr_range is not None and (len(lr_range) != 2 or not 0 < lr_range[0] <= lr_range[1]):
-            raise ValueError
+        lr_range = parse_lr_range(a.lr_range)
     except ValueError:
         p.error(f"--lr-range: must be LO,HI (two numbers, 0 < LO <= HI) or none, got {a.lr_range!r}")
     rows, cells, paths = write_tables(a.sweep_dirs, a.out, a.threshold, a.id_min, a.with_rows, lr_range)

@@ -91,8 +91,8 @@ def plot_matched(df: pd.DataFrame, setting_col: str = "setting") -> Figure:
                 continue
             color = "tab:blue" if s.startswith("small init") else "tab:red"
             ax_ood.bar(x, g.ood_exact.mean(), color=color, alpha=0.35 if "small wd" in s else 0.6, width=0.6)
+            ok = g.reached_id.astype(bool)
             for ax, col in ((ax_ood, "ood_exact"), (ax_steps, "steps")):
-                ok = g.reached_id.astype(bool)
                 ax.scatter([x] * int(ok.sum()), g[col][ok], color=color, zorder=3, s=22)
                 if (~ok).any():
                     ax.scatter([x] * int((~ok).sum()), g[col][~ok], facecolors="none", edgecolors=color,
