@@ -60,12 +60,12 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
                     ax.plot(xi + off, v, "v", color="black", mfc="none", ms=7,
                             label=None if labelled else "paper, depth 2 (>=)")
                     labelled = True
-            ax.set_xticks(x, [f"{g:g}" for g in c.paper_gamma])
+            ax.set_xticks(x, [f"{g:g}\n{int(n)} seed{'s' if n != 1 else ''}"
+                              for g, n in zip(c.paper_gamma, c.n_seeds)])
             ax.set_ylim(0, 1.05)
             ax.axhline(0.5, color="gray", lw=0.6, ls=":")
-            n = int(c.n_seeds.max()) if len(c) else 0
             which = "every peak lr" if lrs == "all" else f"peak lrs {lrs}"
-            ax.set_title(f"{op.split(' (')[0]}\nclock {clock:g}x, {n} seed(s), {which}", fontsize=8)
+            ax.set_title(f"{op.split(' (')[0]}\nclock {clock:g}x, {which}", fontsize=8)
             if j == 0:
                 ax.set_ylabel("held-out pair accuracy")
             if i == len(rows_) - 1:
