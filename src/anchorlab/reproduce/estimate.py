@@ -13,19 +13,30 @@ every estimate:
   development machine, 1e11 FLOP/s by this count (the count is of the full
   sequence; the trained positions are fewer, which is why it exceeds the
   matmul peak: read it as "demo-model steps per second", not as hardware FLOP/s);
+* CPU with bfloat16 matmuls: ``CPU_BF16_FLOPS`` per worker, *measured*: the
+  Fig. 2 clock map's 1/2x runs (width 128, depth 2, 46.1k steps at batch 256,
+  evaluations included) took 675-800 s each, two side by side on a 2-core
+  AVX512-BF16 EPYC: 2.3-2.7e11 by this count. It applies to the runs whose
+  ``train.amp`` resolves to bf16 on this CPU (``bf16``, or ``auto`` where the
+  CPU has bf16 units: train/precision.py); the others use ``CPU_FLOPS``;
 * GPU: ``GPU_FLOPS``, *stated, not measured*: about a quarter of an H100's
   dense bf16 peak.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import re
+from pathlib import Path
 from typing import Any
 
 CPU_FLOPS = 1.0e11
+CPU_BF16_FLOPS = 2.5e11
 GPU_FLOPS = 2.0e14
 ASSUMPTIONS = (f"CPU hours at {CPU_FLOPS:.0e} FLOP/s per worker (measured: the CPU demo's training rate on one "
-               f"thread of a 2-core machine); GPU hours at {GPU_FLOPS:.0e} FLOP/s (stated: about a quarter of an "
+               f"thread of a 2-core machine), {CPU_BF16_FLOPS:.1e} for runs with bf16 matmuls on a CPU with bf16 "
+               f"units (measured: the Fig. 2 clock map's runs on a 2-core AVX512-BF16 machine); GPU hours at {GPU_FLOPS:.0e} FLOP/s (stated: about a quarter of an "
                "H100's dense bf16 peak, not measured)")
 TRANSFORMER_FIELDS = ("n_layers", "d_model", "n_heads", "d_head", "d_ff", "vocab_size", "max_len")
 
@@ -50,17 +61,42 @@ def run_flops(cfg: Any) -> float:
     return 6.0 * per_token * cfg.train.batch_size * m.max_len * steps
 
 
-def sweep_compute(cfgs: list[Any], workers: int = 2) -> dict[str, Any]:
+@functools.lru_cache(maxsize=1)
+def cpu_has_bf16_flags() -> bool:
+    """Whether /proc/cpuinfo lists ``amx_bf16`` or ``avx512_bf16`` (False where it cannot be read). The run
+    itself asks torch (train/precision.py); the estimate reads the flags so that ``reproduce --list``
+    stays free of torch."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return re.search(r"\b(amx_bf16|avx512_bf16)\b", text) is not None
+
+
+def cpu_rate(cfg: Any, bf16_units: bool | None = None) -> float:
+    """FLOP/s per CPU worker for ``cfg``: ``CPU_BF16_FLOPS`` where its ``train.amp`` resolves to bf16 on a
+    CPU with bf16 units (``bf16_units``; None: this CPU's), else ``CPU_FLOPS``."""
+    amp = getattr(cfg.train, "amp", "none")
+    if amp not in ("bf16", "auto"):
+        return CPU_FLOPS
+    if bf16_units is None:
+        bf16_units = cpu_has_bf16_flags()
+    return CPU_BF16_FLOPS if bf16_units else CPU_FLOPS
+
+
+def sweep_compute(cfgs: list[Any], workers: int = 2, bf16_units: bool | None = None) -> dict[str, Any]:
     """``{"runs", "unknown", "reasons", "pflop", "cpu_hours" (with ``workers`` processes), "gpu_hours"}``.
 
     The totals cover the runs of known size (``runs - unknown``); they are 0
-    when none is known, never NaN.
+    when none is known, never NaN. CPU hours use each run's :func:`cpu_rate`.
     """
     flops = [run_flops(c) for c in cfgs]
     reasons = sorted({r for c in cfgs if (r := unknown_reason(c)) is not None})
-    total = sum(f for f in flops if not math.isnan(f))
+    known = [(f, c) for f, c in zip(flops, cfgs) if not math.isnan(f)]
+    total = sum(f for f, _ in known)
+    cpu_seconds = sum(f / cpu_rate(c, bf16_units) for f, c in known)
     return {"runs": len(cfgs), "unknown": sum(math.isnan(f) for f in flops), "reasons": reasons,
-            "pflop": total / 1e15, "cpu_hours": total / CPU_FLOPS / 3600 / max(workers, 1),
+            "pflop": total / 1e15, "cpu_hours": cpu_seconds / 3600 / max(workers, 1),
             "gpu_hours": total / GPU_FLOPS / 3600}
 
 
