@@ -348,3 +348,19 @@ def test_the_seed_sweep_has_four_seeds_per_init_and_the_noise_floor_pair():
     assert ("framework_default", None) in settings and ("rate", 0.5) in settings   # the same distribution
     paper = expand(figure_spec(FIGURES["journal-fig6-seeds"], "paper"))
     assert {r.config.train.init_seed for r in paper} == {0, 1, 2, 3}
+
+
+def test_noise_floor_seed_spread_and_the_standard_error_of_a_difference_on_a_hand_made_table():
+    import pandas as pd
+
+    from anchorlab.reproduce.figures_diffusion import diff_se, noise_floor, seed_spread
+
+    t = pd.DataFrame({"setting": ["default"] * 2 + ["gamma=0.5"] * 2 + ["gamma=1"] * 2,
+                      "scheme": ["framework_default"] * 2 + ["rate"] * 4,
+                      "gamma": [float("nan")] * 2 + [0.5, 0.5, 1.0, 1.0],
+                      "all_acc_010_011": [0.2, 0.4, 0.5, 0.5, 0.0, 0.2]})
+    assert noise_floor(t) == pytest.approx(0.2)                    # |0.3 - 0.5|
+    spread = (0.02 ** 0.5 + 0.0 + 0.02 ** 0.5) / 3                 # per-setting sample std, averaged
+    assert seed_spread(t) == pytest.approx(spread)
+    assert diff_se(t) == pytest.approx(spread * (2 / 2) ** 0.5)
+    assert math.isnan(diff_se(t.iloc[[0, 2, 4]]))                  # one seed per setting: no spread

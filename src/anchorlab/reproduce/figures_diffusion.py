@@ -211,6 +211,16 @@ def seed_spread(t: pd.DataFrame) -> float:
     return float(t.groupby("setting")[HEADLINE].std().mean())
 
 
+def diff_se(t: pd.DataFrame) -> float:
+    """Standard error of the difference of two settings' mean headlines from the seed spread:
+    :func:`seed_spread` x sqrt(2 / seeds per setting). The noise floor is one draw of such a difference (of
+    two settings with the same distribution), so it is itself noisy; this is its expected scale."""
+    if t.empty or HEADLINE not in t:
+        return math.nan
+    n = float(t.groupby("setting")[HEADLINE].count().mean())
+    return seed_spread(t) * math.sqrt(2.0 / n) if n > 1 else math.nan
+
+
 register(Figure(
     id="journal-fig6-seeds", paper="journal", number="Fig. 6B",
     shows="concept-graph diffusion with the authors' multiplicative conditioning and size code, four seeds per "
@@ -222,6 +232,8 @@ register(Figure(
               "(not measured)", lambda t: noise_floor(t["runs"])),
         Claim("seed spread: std over seeds of all-three accuracy on 010/011 (mean over settings)",
               "(not measured)", lambda t: seed_spread(t["runs"])),
+        Claim("standard error of a difference of two settings' means (seed spread x sqrt(2 / seeds))",
+              "(not measured)", lambda t: diff_se(t["runs"])),
         Claim("all-three accuracy on 010/011, largest init rate minus gamma 0.5 (compare with the noise floor)",
               "> 0 (circles at small init)", lambda t: _rate_mean(t["runs"], None) - _rate_mean(t["runs"], 0.5)),
     ),
