@@ -36,8 +36,8 @@ CPU_BF16_FLOPS = 2.5e11
 GPU_FLOPS = 2.0e14
 ASSUMPTIONS = (f"CPU hours at {CPU_FLOPS:.0e} FLOP/s per worker (measured: the CPU demo's training rate on one "
                f"thread of a 2-core machine), {CPU_BF16_FLOPS:.1e} for runs with bf16 matmuls on a CPU with bf16 "
-               f"units (measured: the Fig. 2 clock map's runs on a 2-core AVX512-BF16 machine); GPU hours at {GPU_FLOPS:.0e} FLOP/s (stated: about a quarter of an "
-               "H100's dense bf16 peak, not measured)")
+               f"units (measured: the Fig. 2 clock map's runs on a 2-core AVX512-BF16 machine); GPU hours at "
+               f"{GPU_FLOPS:.0e} FLOP/s (stated: about a quarter of an H100's dense bf16 peak, not measured)")
 TRANSFORMER_FIELDS = ("n_layers", "d_model", "n_heads", "d_head", "d_ff", "vocab_size", "max_len")
 
 
