@@ -121,6 +121,37 @@ def test_committed_rows_join_the_runs_found_and_a_run_found_wins(tmp_path):
         main(["--with-rows", str(tmp_path / "bad.csv"), "--out", str(tmp_path / "no.csv")])
 
 
+def test_runs_stopped_before_their_end_are_read_as_in_progress_and_stay_out_of_the_cells(tmp_path, capsys):
+    import yaml
+
+    papers = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
+    _fake_run(tmp_path / "a", 0.3, 1e-4, 0, *papers, (0.0, 0.1), (1.0, 1.0))
+    cfg = experiment_from_dict({}, ["model.d_model=128", "init.ref_width=400", "init.gamma=0.8",
+                                    "optim.peak_lr=2e-4", "task.preset=custom", f"task.anchors={papers[0]}",
+                                    f"task.pair_rules={papers[1]}", "train.epochs=236.4"])
+    d = tmp_path / "a" / "runs" / cfg.run_id()
+    d.mkdir(parents=True)
+    (d / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
+    evals = [(0, 0.0, 0.0, 0.0), (1000, 0.6, 0.7, 0.1), (2000, 0.9, 0.4, 0.3)]   # step, ID, inferential, symmetric
+    (d / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "id_acc": i, "ood_inferential_acc": a,
+                                                         "ood_symmetric_acc": b, "train_loss": 1.0 / (s + 1),
+                                                         "wall_seconds": s / 100}) + "\n" for s, i, a, b in evals))
+    done = next(p for p in (tmp_path / "a" / "runs").iterdir() if p != d)   # a finished run is never in progress
+    (done / "metrics.jsonl").write_text(json.dumps({"step": 0, "id_acc": 0.0}) + "\n")
+    (done / "config.yaml").write_text("{}")
+    out, prog = tmp_path / "rows.csv", tmp_path / "progress.csv"
+    assert main([str(tmp_path / "a"), "--out", str(out), "--in-progress", str(prog)]) == 0
+    rows, p = pd.read_csv(out), pd.read_csv(prog)
+    assert len(rows) == 1 and rows.iloc[0].paper_gamma == 0.3          # the cells read finished runs alone
+    assert len(p) == 1 and list(p.columns) == list(rows.columns)
+    r = p.iloc[0]
+    assert (r.status, r.steps, r.precision, r.paper_gamma, r.peak_lr) == ("in_progress", 2000, "unrecorded", 0.8, 2e-4)
+    assert (r.inferential_best, r.inferential_final, r.symmetric_best, r.id_acc) == (0.7, 0.4, 0.3, 0.9)
+    planned = steps_plan(cfg, cfg.task.n_train)[1]                       # the planned clock, not the steps reached
+    assert planned > 10 * 2000 and r.clock == round(planned / PAPER_STEPS, 2)
+    assert "1 runs in progress" in capsys.readouterr().out
+
+
 def test_the_documented_robustness_command_trains_the_cells_large_and_small_init_runs():
     from anchorlab.robustness import Setting, study_spec
     from anchorlab.tasks.anchor.opsets import random_op_sets

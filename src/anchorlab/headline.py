@@ -87,7 +87,8 @@ def paper_gamma(gamma: float, ref_width: Any, d_model: int) -> float:
 
 def cell_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """final.json dicts -> one row per run with :data:`COLUMNS` then :data:`EXTRA`; ``clock`` is the
-    run's steps over the paper's 92,190 (1.0: the paper's optimizer clock)."""
+    run's planned steps (``total_steps``, else ``steps``) over the paper's 92,190 (1.0: the paper's
+    optimizer clock); ``steps`` the steps it trained."""
     from .robustness import case_table
 
     keys = ["init.gamma", "init.ref_width", "model.d_model", "model.n_layers"]
@@ -95,6 +96,7 @@ def cell_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS + EXTRA)
     c = case_table(runs, vary_keys=keys)
     precision = {f.get("run_id"): (f.get("precision") or {}).get("matmul_dtype", "float32") for f in runs}
+    planned = {f.get("run_id"): f.get("total_steps") or f.get("steps") for f in runs}
     out = pd.DataFrame({
         "op_set": c.op_set,
         "paper_gamma": [paper_gamma(g, r, d) for g, r, d in zip(c["init.gamma"], c["init.ref_width"],
@@ -102,7 +104,7 @@ def cell_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         "peak_lr": c.peak_lr, "seed": c.seed, "id_acc": c.id_acc,
         "inferential_best": c.best_ood_inferential_acc, "symmetric_best": c.best_ood_symmetric_acc,
         "inferential_final": c.ood_inferential_acc, "symmetric_final": c.ood_symmetric_acc,
-        "clock": (c.steps.astype(float) / PAPER_STEPS).round(2), "n_layers": c["model.n_layers"],
+        "clock": (c.run_id.map(planned).astype(float) / PAPER_STEPS).round(2), "n_layers": c["model.n_layers"],
         "id_best": c.best_id_acc, "steps": c.steps, "gamma": c["init.gamma"], "ref_width": c["init.ref_width"],
         "d_model": c["model.d_model"], "precision": c.run_id.map(precision), "status": c.status,
         "wall_seconds": c.wall_seconds, "run_id": c.run_id})
@@ -213,6 +215,18 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
     return rows, cells, paths
 
 
+def write_in_progress(sweep_dirs: Sequence[str | Path], out: str | Path) -> pd.DataFrame:
+    """The runs of ``sweep_dirs`` that stopped before their end (:func:`anchorlab.sweep.results.in_progress`)
+    as :func:`cell_rows` rows, status ``in_progress``: ``*_best`` is the best so far (a lower bound on the
+    best over training), ``*_final`` and ``steps`` the last evaluation. They never enter the cells."""
+    from .io import atomic_write
+    from .sweep.results import in_progress
+
+    rows = cell_rows(in_progress(sweep_dirs))
+    atomic_write(Path(out), lambda p: rows.to_csv(p, index=False))
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m anchorlab.headline", description=__doc__.splitlines()[0])
     p.add_argument("sweep_dirs", nargs="*", help="sweep directories (e.g. runs/fig2_cell_cpu)")
@@ -225,6 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--lr-range", default=",".join(map(str, PAPER_LR_RANGE)), metavar="LO,HI",
                    help="the cells and seeds tables read the papers' rule over every peak and over the peaks "
                         "in [LO, HI] (default: the paper's [1e-4, 3e-4] corrected x 1.1); 'none': every peak only")
+    p.add_argument("--in-progress", metavar="CSV",
+                   help="also write the runs that stopped before their end (no final.json) to CSV: the best so far "
+                        "and the last evaluation, status in_progress; they never enter the cells")
     a = p.parse_args(argv)
     if not a.sweep_dirs and not a.with_rows:
         p.error("give sweep directories, --with-rows tables, or both")
@@ -239,6 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 50):
             print(cells[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"{len(rows)} runs; wrote {', '.join(map(str, paths))}")
+    if a.in_progress:
+        print(f"{len(write_in_progress(a.sweep_dirs, a.in_progress))} runs in progress; wrote {a.in_progress}")
     return 0
 
 

@@ -19,8 +19,13 @@ every estimate:
   AVX512-BF16 EPYC: 2.3-2.7e11 by this count. It applies to the runs whose
   ``train.amp`` resolves to bf16 on this CPU (``bf16``, or ``auto`` where the
   CPU has bf16 units: train/precision.py); the others use ``CPU_FLOPS``;
-* GPU: ``GPU_FLOPS``, *stated, not measured*: about a quarter of an H100's
-  dense bf16 peak.
+* GPU: ``GPU_FLOPS`` per GPU, *measured once*: the Fig. 2 cell's runs (width
+  128, depth 2, batch 256) on one H200, float32 (``train.amp: auto`` keeps
+  float32 on CUDA), ``train.compile: true``, six processes each training a
+  stack of six: 57-59 steps/s per stack, 36 models, about 2,070 model-steps/s,
+  8e12 by this count, the GPU 99-100% busy (docs/headline.md). Small models
+  in float32 are far from the chip's peak, so wider models and bf16 run
+  faster than this: read GPU hours as an upper bound.
 """
 
 from __future__ import annotations
@@ -33,11 +38,12 @@ from typing import Any
 
 CPU_FLOPS = 1.0e11
 CPU_BF16_FLOPS = 2.5e11
-GPU_FLOPS = 2.0e14
+GPU_FLOPS = 8.0e12
 ASSUMPTIONS = (f"CPU hours at {CPU_FLOPS:.0e} FLOP/s per worker (measured: the CPU demo's training rate on one "
                f"thread of a 2-core machine), {CPU_BF16_FLOPS:.1e} for runs with bf16 matmuls on a CPU with bf16 "
                f"units (measured: the Fig. 2 clock map's runs on a 2-core AVX512-BF16 machine); GPU hours at "
-               f"{GPU_FLOPS:.0e} FLOP/s (stated: about a quarter of an H100's dense bf16 peak, not measured)")
+               f"{GPU_FLOPS:.0e} FLOP/s (measured: width-128 Fig. 2 cell runs in float32, stacks of 6, on one H200; "
+               "wider models and bf16 run faster)")
 TRANSFORMER_FIELDS = ("n_layers", "d_model", "n_heads", "d_head", "d_ff", "vocab_size", "max_len")
 
 

@@ -48,6 +48,44 @@ def unique_finals(sweep_dirs: Sequence[str | Path], statuses: Sequence[str] = CO
     return list(seen.values())
 
 
+IN_PROGRESS = "in_progress"
+
+
+def _planned_steps(config_yaml: Path) -> int | None:
+    """The steps a run's config plans (None where they depend on data files)."""
+    from ..config import load_config
+
+    cfg = load_config(str(config_yaml))
+    n_train = getattr(cfg.task, "n_train", 0) or getattr(cfg.task, "train_size", 0)
+    return cfg.train.plan(n_train)[1] if n_train else (cfg.train.max_steps or None)
+
+
+def in_progress(sweep_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """Runs that stopped before their end (a lease or a session ran out) or are still training: each run
+    directory with ``config.yaml`` and evaluations in ``metrics.jsonl`` but no completed final.json in any of
+    ``sweep_dirs``, read the way final.json is written (:func:`anchorlab.train.run.summarize`): ``final`` is
+    its last evaluation, ``best`` the best so far, ``steps`` the last evaluated step, ``total_steps`` the
+    steps its config plans, status ``in_progress``.
+    The matmul dtype is written at the end of a run, so ``precision`` says ``unrecorded``."""
+    from ..train.run import summarize
+
+    done = {f["run_id"] for f in unique_finals(sweep_dirs)}
+    seen: dict[str, dict[str, Any]] = {}
+    for d in sweep_dirs:
+        for m in sorted((Path(d) / "runs").glob("*/metrics.jsonl")):
+            rid, cfg = m.parent.name, m.parent / "config.yaml"
+            history = [json.loads(line) for line in m.read_text().splitlines() if line.strip()]
+            if rid in done or rid in seen or not cfg.exists() or len(history) < 2:
+                continue
+            last, best = summarize(history)
+            seen[rid] = {"run_id": rid, "status": IN_PROGRESS, "steps": history[-1]["step"],
+                         "total_steps": _planned_steps(cfg), "final": last,
+                         "best": best, "history": history, "wall_seconds": history[-1].get("wall_seconds"),
+                         "config": yaml.safe_load(cfg.read_text()), "precision": {"matmul_dtype": "unrecorded"},
+                         "run_dir": str(m.parent)}
+    return list(seen.values())
+
+
 def earlier_tables(paths: Sequence[str | Path], columns: Sequence[str], drop: Sequence[str] = ()) -> "pd.DataFrame":
     """Earlier run tables (CSV files committed after their run directories are gone) concatenated, with
     the columns ``drop`` removed; a table set lacking one of ``columns`` is refused with the paths and the

@@ -193,10 +193,9 @@ def completed_final(run_dir: Path, cfg: ExperimentConfig) -> dict[str, Any] | No
     return old if old.get("run_id") == cfg.run_id() and old.get("status") in DONE else None
 
 
-def finalize(cfg: ExperimentConfig, run_dir: Path, history: list[dict[str, Any]], status: str, wall: float,
-             step: int, precision: Precision | None = None, total: int | None = None) -> dict[str, Any]:
-    """Write final.json: the last and best value of every metric (best = min for losses), history, versions,
-    the precision the run trained in, and the steps it planned (``total_steps``)."""
+def summarize(history: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Evaluation rows -> (the last value of every metric, its best over the rows after step 0;
+    best = min for losses): final.json's ``final`` and ``best``."""
     last = history[-1] if history else {}
     metrics = [k for k in last if k not in NOT_METRICS and isinstance(last[k], (int, float))]
     best = {}
@@ -204,8 +203,16 @@ def finalize(cfg: ExperimentConfig, run_dir: Path, history: list[dict[str, Any]]
         vals = [h[k] for h in history[1:] if isinstance(h.get(k), (int, float)) and math.isfinite(h[k])]
         if vals:
             best[k] = min(vals) if lower_is_better(k) else max(vals)
+    return {k: last[k] for k in metrics}, best
+
+
+def finalize(cfg: ExperimentConfig, run_dir: Path, history: list[dict[str, Any]], status: str, wall: float,
+             step: int, precision: Precision | None = None, total: int | None = None) -> dict[str, Any]:
+    """Write final.json: the last and best value of every metric (best = min for losses), history, versions,
+    the precision the run trained in, and the steps it planned (``total_steps``)."""
+    last, best = summarize(history)
     final = {"run_id": cfg.run_id(), "name": cfg.name, "status": status, "steps": step, "total_steps": total,
-             "final": {k: last[k] for k in metrics}, "best": best, "history": history,
+             "final": last, "best": best, "history": history,
              "wall_seconds": wall, "versions": versions(), "config": cfg.to_dict()}
     if precision is not None:
         final["precision"] = precision.to_dict()
