@@ -13,8 +13,11 @@ def test_demo_writes_summary_and_plot(tmp_path, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "ood_inferential_acc" in out and "large_init" in out and "small_init" in out
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    written = json.loads((tmp_path / "summary.json").read_text())
+    summary = written["models"]
     assert [s["model"] for s in summary] == ["large_init", "small_init"]
+    assert "papers' rule" in written["rule"] and [r["threshold"] for r in written["rates"]] == [0.5, 0.8]
+    assert written["setting_measured"]["cases"] == 45 and "default setting, measured over 5 op sets" in out and "this run changes it" in out
     for s in summary:
         assert {"gamma", "id_acc", "ood_inferential_acc", "ood_symmetric_acc", "wall_seconds"} <= set(s)
         assert 0.0 <= s["id_acc"] <= 1.0
@@ -50,8 +53,23 @@ def test_demo_over_seeds_and_peak_lrs_gives_both_numbers(tmp_path, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "papers' rule (best of 2 lr(s) and of training, mean over 2 seed(s))" in out and "per run" in out
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((tmp_path / "summary.json").read_text())["models"]
     assert len(summary) == 8 and {s["peak_lr"] for s in summary} == {1e-3, 3e-3}
     r = pd.read_csv(tmp_path / "rates.csv")
     assert list(r.threshold) == [0.5, 0.8] and (r.cases == 4).all()
     assert (tmp_path / "cells.csv").exists() and (tmp_path / "small_init_seed1_lr0.003").is_symlink()
+
+
+def test_the_demos_measured_rate_is_the_committed_studys():
+    from pathlib import Path
+
+    import pandas as pd
+
+    from anchorlab.demo import MEASURED, measured_line
+
+    t = pd.read_csv(Path(__file__).parents[1] / "docs" / "figures" / "demo_rule_cpu_rates.csv")
+    assert list(t.threshold) == [r["threshold"] for r in MEASURED["rates"]]
+    for r, row in zip(MEASURED["rates"], t.itertuples()):
+        assert round(row.paper_contrast_rate * row.cells) == r["papers_rule_op_sets"] and row.cells == MEASURED["op_sets"]
+        assert abs(row.contrast_rate - r["per_run_contrast_rate"]) < 1e-3 and row.cases == MEASURED["cases"]
+    assert "1/5 op sets at OOD >= 0.5" in measured_line() and "18% / 4% of 45 cases" in measured_line()

@@ -105,7 +105,7 @@ def _cmd_eval(a: argparse.Namespace) -> int:
 def _cmd_demo(a: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .demo import DEMO_GAMMAS, DEMO_PRESET, run_demo
+    from .demo import DEMO_GAMMAS, DEMO_PRESET, measured_line, run_demo
 
     if a.dry_run:
         from .demo import demo_spec
@@ -124,6 +124,7 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     print(f"\ncontrast (large init: symmetric >= 0.8, small init: inferential >= 0.8, ID >= 0.9 both) in "
           f"{r['contrast_rate']:.0%} of {r['cases']} seed(s)" + (" x lr(s)" if a.peak_lrs else ""))
     print("\n".join(table.attrs["summary"]))
+    print(measured_line() + (f" (this run changes it: --set {' '.join(a.set)})" if a.set else ""))
     print(f"\nwrote {Path(a.out) / 'summary.json'} and {Path(a.out) / 'ood_over_training.png'}")
     return 0
 

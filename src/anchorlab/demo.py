@@ -7,7 +7,9 @@ land in ``DIR/results.sqlite``::
 
     DIR/runs/<run_id>/                 run directories (DIR/large_init, DIR/small_init link to them)
     DIR/results.sqlite                 the sweep store (`anchorlab report DIR` works)
-    DIR/summary.json, summary.csv      one row per model: accuracies, top deviations, wall time
+    DIR/summary.json                   {"models": one object per model (accuracies, top deviations, wall
+                                       time), "rule", "rates" (this run's, per threshold), "setting_measured"}
+    DIR/summary.csv                    one row per model
     DIR/ood_over_training.png          (4,3) accuracy under both hypotheses vs step
 """
 
@@ -30,6 +32,29 @@ DEMO_PRESET = "demo/small"
 # small init 0.45: the most robust of the gammas measured at this budget with the authors' conventions
 # (0.6 memorized in every case tried); the measured rate is in docs/demo.md.
 DEMO_GAMMAS = {"large_init": 0.3, "small_init": 0.45}
+
+# How the contrast is judged; printed and written into summary.json beside this run's numbers.
+RULE = ("contrast: the large-init model answers the mirror (symmetric >= T) and the small-init model composes "
+        "(inferential >= T), ID >= 0.9 for both; papers' rule: per op set, each mapping's best over the peak lrs "
+        "and over training, mean over seeds; per run: each run's final metrics on its own")
+# This setting's rate, measured by the study below (docs/demo.md, docs/figures/demo_rule_cpu_rates.csv;
+# tests/test_demo_cli.py checks these numbers against that table). A record of a measurement, not of this run.
+MEASURED = {"study": "anchorlab robustness --out runs/demo_rule --op-sets 5 --seeds 3 --peak-lrs 1e-3,2e-3,4e-3",
+            "op_sets": 5, "seeds": 3, "peak_lrs": [1e-3, 2e-3, 4e-3], "cases": 45,
+            "rates": [{"threshold": 0.5, "papers_rule_op_sets": 1, "per_run_contrast_rate": 0.178},
+                      {"threshold": 0.8, "papers_rule_op_sets": 0, "per_run_contrast_rate": 0.044}],
+            "target": "the contrast under the papers' rule on >= 80% of >= 5 op sets x 3 seeds: not reached at "
+                      "this budget; docs/headline.md maps the budget"}
+
+
+def measured_line() -> str:
+    """One printable line: the default setting's measured rate under the papers' rule and per run."""
+    m = MEASURED
+    parts = [f"{r['papers_rule_op_sets']}/{m['op_sets']} op sets at OOD >= {r['threshold']:g}" for r in m["rates"]]
+    runs = " / ".join(f"{r['per_run_contrast_rate']:.0%}" for r in m["rates"])
+    return (f"the demo's default setting, measured over {m['op_sets']} op sets x {m['seeds']} seeds x {len(m['peak_lrs'])} peak lrs "
+            f"(docs/demo.md): papers' rule {', '.join(parts)}; per run {runs} of {m['cases']} cases; "
+            f"below the 80% a reliable contrast needs")
 
 
 def demo_spec(overrides: list[str] | tuple[str, ...] = (), seeds: int = 1,
@@ -112,7 +137,8 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
     for name in ("rates", "cells", "seeds"):
         atomic_write(out / f"{name}.csv", lambda p, t=jt[name]: t.to_csv(p, index=False))
     rows = table.to_dict("records")
-    write_json(out / "summary.json", rows)
+    write_json(out / "summary.json", {"models": rows, "rule": RULE,
+                                      "rates": jt["rates"].to_dict("records"), "setting_measured": MEASURED})
     atomic_write(out / "summary.csv", lambda p: table.to_csv(p, index=False))
     first = [r for r in rows if (r["seed"], r["peak_lr"]) == (rows[0]["seed"], rows[0]["peak_lr"])]
     hist = {r["model"]: pd.DataFrame(read_json(Path(r["run_dir"]) / "final.json")["history"]) for r in first}
