@@ -33,6 +33,17 @@ def test_auto_picks_bf16_only_on_a_cpu_with_bf16_units():
     assert resolve_precision("none", CPU, AMX).amp == "none"
 
 
+def test_the_run_and_the_cost_estimate_resolve_amp_by_one_rule():
+    from anchorlab.config.experiment import matmul_amp
+
+    table = {(amp, dev, units.bf16): resolve_precision(amp, torch.device(dev), units).amp
+             for amp in ("none", "bf16", "auto") for dev in ("cpu", "cuda") for units in (AMX, AVX2)}
+    assert all(matmul_amp(*k) == v for k, v in table.items())
+    assert [k for k, v in table.items() if v == "bf16"] == [("bf16", "cpu", True), ("bf16", "cpu", False),
+                                                           ("bf16", "cuda", True), ("bf16", "cuda", False),
+                                                           ("auto", "cpu", True)]
+
+
 def test_explicit_bf16_on_a_cpu_without_units_is_honoured_with_a_warning(caplog, monkeypatch):
     import anchorlab.train.precision as P
 

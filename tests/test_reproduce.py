@@ -150,13 +150,16 @@ def test_list_imports_neither_torch_nor_pandas_and_prints_what_it_printed_with_t
 
 def test_cpu_hours_use_the_bf16_rate_only_where_the_run_resolves_to_bf16():
     from anchorlab.config import load_config
-    from anchorlab.reproduce.estimate import CPU_BF16_FLOPS, CPU_FLOPS, cpu_rate, sweep_compute
+    from anchorlab.reproduce.estimate import CPU_BF16_FLOPS, CPU_EMULATED_BF16_FLOPS, CPU_FLOPS, cpu_rate, sweep_compute
 
     auto = load_config("demo/small", ["train.amp=auto"])
     fp32 = load_config("demo/small", ["train.amp=none"])
     assert cpu_rate(auto, bf16_units=True) == CPU_BF16_FLOPS
     assert cpu_rate(auto, bf16_units=False) == CPU_FLOPS          # auto keeps float32 without bf16 units
     assert cpu_rate(fp32, bf16_units=True) == CPU_FLOPS
+    bf16 = load_config("demo/small", ["train.amp=bf16"])
+    assert cpu_rate(bf16, bf16_units=True) == CPU_BF16_FLOPS
+    assert cpu_rate(bf16, bf16_units=False) == CPU_EMULATED_BF16_FLOPS < CPU_FLOPS   # emulated: slower, not fp32's
     with_units = sweep_compute([auto, fp32], workers=1, bf16_units=True)
     without = sweep_compute([auto, fp32], workers=1, bf16_units=False)
     assert with_units["pflop"] == without["pflop"]

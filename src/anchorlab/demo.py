@@ -52,7 +52,8 @@ def measured_line() -> str:
     m = MEASURED
     parts = [f"{r['papers_rule_op_sets']}/{m['op_sets']} op sets at OOD >= {r['threshold']:g}" for r in m["rates"]]
     runs = " / ".join(f"{r['per_run_contrast_rate']:.0%}" for r in m["rates"])
-    return (f"the demo's default setting, measured over {m['op_sets']} op sets x {m['seeds']} seeds x {len(m['peak_lrs'])} peak lrs "
+    return (f"the demo's default setting, measured over {m['op_sets']} op sets x {m['seeds']} seeds x "
+            f"{len(m['peak_lrs'])} peak lrs "
             f"(docs/demo.md): papers' rule {', '.join(parts)}; per run {runs} of {m['cases']} cases; "
             f"below the 80% a reliable contrast needs")
 

@@ -234,6 +234,15 @@ def parse_stop_rule(path: str, rule: str) -> tuple[str, str, float]:
     return m.group(1), m.group(2), value
 
 
+def matmul_amp(amp: str, device_type: str, cpu_bf16_units: bool) -> str:
+    """What ``train.amp`` resolves to on a device: "bf16" or "none". ``auto`` is bf16 only on a CPU with
+    bf16 matrix units (``cpu_bf16_units``); ``bf16`` is bf16 everywhere (emulated, and slow, on a CPU
+    without them). The one rule: train/precision.py applies it to a run, reproduce/estimate.py to a cost."""
+    if amp == "bf16" or (amp == "auto" and device_type == "cpu" and cpu_bf16_units):
+        return "bf16"
+    return "none"
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Loop settings. ``epochs`` may be fractional; ``max_steps`` (if > 0) caps it.
@@ -295,6 +304,10 @@ class TrainConfig:
         if self.max_steps:
             total = min(total, self.max_steps)
         return spe, total, self.eval_every or spe
+
+    def matmul_amp(self, device_type: str, cpu_bf16_units: bool) -> str:
+        """What ``amp`` resolves to on a device (:func:`matmul_amp`)."""
+        return matmul_amp(self.amp, device_type, cpu_bf16_units)
 
     @property
     def stop_rules(self) -> list[tuple[str, str, float]]:

@@ -19,6 +19,9 @@ every estimate:
   AVX512-BF16 EPYC: 2.3-2.7e11 by this count. It applies to the runs whose
   ``train.amp`` resolves to bf16 on this CPU (``bf16``, or ``auto`` where the
   CPU has bf16 units: train/precision.py); the others use ``CPU_FLOPS``;
+* CPU with bfloat16 matmuls but no bf16 units (``train.amp: bf16`` there):
+  ``CPU_EMULATED_BF16_FLOPS``, *measured*: the bf16 training step was 10x
+  slower than float32 on an AVX2-only EPYC (docs/engine.md);
 * GPU: ``GPU_FLOPS`` per GPU, *measured once*: the Fig. 2 cell's runs (width
   128, depth 2, batch 256) on one H200, float32 (``train.amp: auto`` keeps
   float32 on CUDA), ``train.compile: true``, six processes each training a
@@ -36,8 +39,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..config.experiment import matmul_amp
+
 CPU_FLOPS = 1.0e11
 CPU_BF16_FLOPS = 2.5e11
+CPU_EMULATED_BF16_FLOPS = CPU_FLOPS / 10
 GPU_FLOPS = 8.0e12
 ASSUMPTIONS = (f"CPU hours at {CPU_FLOPS:.0e} FLOP/s per worker (measured: the CPU demo's training rate on one "
                f"thread of a 2-core machine), {CPU_BF16_FLOPS:.1e} for runs with bf16 matmuls on a CPU with bf16 "
@@ -80,14 +86,14 @@ def cpu_has_bf16_flags() -> bool:
 
 
 def cpu_rate(cfg: Any, bf16_units: bool | None = None) -> float:
-    """FLOP/s per CPU worker for ``cfg``: ``CPU_BF16_FLOPS`` where its ``train.amp`` resolves to bf16 on a
-    CPU with bf16 units (``bf16_units``; None: this CPU's), else ``CPU_FLOPS``."""
-    amp = getattr(cfg.train, "amp", "none")
-    if amp not in ("bf16", "auto"):
+    """FLOP/s per CPU worker for ``cfg``: its ``train.amp`` resolved on this CPU by the run's own rule
+    (:func:`anchorlab.config.experiment.matmul_amp`; ``bf16_units``: None reads this CPU's flags):
+    ``CPU_BF16_FLOPS`` for bf16 on bf16 units, ``CPU_EMULATED_BF16_FLOPS`` for bf16 without them,
+    else ``CPU_FLOPS``."""
+    units = cpu_has_bf16_flags() if bf16_units is None else bf16_units
+    if matmul_amp(getattr(cfg.train, "amp", "none"), "cpu", units) != "bf16":
         return CPU_FLOPS
-    if bf16_units is None:
-        bf16_units = cpu_has_bf16_flags()
-    return CPU_BF16_FLOPS if bf16_units else CPU_FLOPS
+    return CPU_BF16_FLOPS if units else CPU_EMULATED_BF16_FLOPS
 
 
 def sweep_compute(cfgs: list[Any], workers: int = 2, bf16_units: bool | None = None) -> dict[str, Any]:

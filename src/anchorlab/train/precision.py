@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from ..config.experiment import matmul_amp
+
 log = logging.getLogger(__name__)
 
 
@@ -82,27 +84,28 @@ _WARNED: set[str] = set()
 
 
 def resolve_precision(amp: str, device: torch.device, units: CpuMatrixUnits | None = None) -> Precision:
-    """``train.amp`` on ``device`` -> :class:`Precision` (logs one line when bf16 is slow or declined)."""
+    """``train.amp`` on ``device`` -> :class:`Precision` (logs one line when bf16 is slow or declined); the
+    rule itself is :func:`anchorlab.config.experiment.matmul_amp`."""
     if amp == "none":
         return Precision(amp, "none", "train.amp=none: float32")
     if device.type != "cpu":
-        if amp == "bf16":
+        if matmul_amp(amp, device.type, False) == "bf16":
             return Precision(amp, "bf16", f"train.amp=bf16 on {device.type}")
         return Precision(amp, "none", f"train.amp=auto keeps float32 on {device.type} (the papers' precision)")
     units = units or cpu_matrix_units()
+    if matmul_amp(amp, "cpu", units.bf16) == "none":
+        reason = (f"train.amp=auto: float32, this CPU has no bfloat16 matrix units ({units.describe()}; "
+                  "bfloat16 needs AMX or AVX512-BF16 to be faster)")
+        log.info(reason)
+        return Precision(amp, "none", reason)
     if units.bf16:
         return Precision(amp, "bf16", f"train.amp={amp}: this CPU multiplies bfloat16 in hardware ({units.describe()})")
-    if amp == "bf16":
-        reason = (f"train.amp=bf16 on a CPU without bfloat16 matrix units ({units.describe()}): "
-                  "bfloat16 matmuls are emulated and run several times slower than float32")
-        if reason not in _WARNED:          # once per process, not once per model of a stack
-            _WARNED.add(reason)
-            log.warning(reason)
-        return Precision(amp, "bf16", reason)
-    reason = (f"train.amp=auto: float32, this CPU has no bfloat16 matrix units ({units.describe()}; "
-              "bfloat16 needs AMX or AVX512-BF16 to be faster)")
-    log.info(reason)
-    return Precision(amp, "none", reason)
+    reason = (f"train.amp=bf16 on a CPU without bfloat16 matrix units ({units.describe()}): "
+              "bfloat16 matmuls are emulated and run several times slower than float32")
+    if reason not in _WARNED:          # once per process, not once per model of a stack
+        _WARNED.add(reason)
+        log.warning(reason)
+    return Precision(amp, "bf16", reason)
 
 
 def autocast(precision: Precision, device: torch.device):
