@@ -179,6 +179,6 @@ def test_importing_plots_and_analyses_keeps_the_matplotlib_backend():
             "print(before, matplotlib.get_backend(), 'matplotlib.pyplot' in sys.modules)\n")
     src = os.path.dirname(os.path.dirname(anchorlab.__file__))  # the anchorlab under test
     env = {**os.environ, "MPLBACKEND": "pdf", "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["pdf", "pdf", "False"]
