@@ -135,7 +135,8 @@ def test_runs_stopped_before_their_end_are_read_as_in_progress_and_stay_out_of_t
     evals = [(0, 0.0, 0.0, 0.0), (1000, 0.6, 0.7, 0.1), (2000, 0.9, 0.4, 0.3)]   # step, ID, inferential, symmetric
     (d / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "id_acc": i, "ood_inferential_acc": a,
                                                          "ood_symmetric_acc": b, "train_loss": 1.0 / (s + 1),
-                                                         "wall_seconds": s / 100}) + "\n" for s, i, a, b in evals))
+                                                         "wall_seconds": s / 100}) + "\n" for s, i, a, b in evals)
+                                         + '{"step": 3000, "id_a')                  # a line cut short by a kill
     done = next(p for p in (tmp_path / "a" / "runs").iterdir() if p != d)   # a finished run is never in progress
     (done / "metrics.jsonl").write_text(json.dumps({"step": 0, "id_acc": 0.0}) + "\n")
     (done / "config.yaml").write_text("{}")

@@ -60,6 +60,17 @@ def _planned_steps(config_yaml: Path) -> int | None:
     return cfg.train.plan(n_train)[1] if n_train else (cfg.train.max_steps or None)
 
 
+def _rows(metrics: Path) -> list[dict[str, Any]]:
+    """A metrics.jsonl's rows; a line cut short by a killed run (the last one) is left out."""
+    rows = []
+    for line in metrics.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
 def in_progress(sweep_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
     """Runs that stopped before their end (a lease or a session ran out) or are still training: each run
     directory with ``config.yaml`` and evaluations in ``metrics.jsonl`` but no completed final.json in any of
@@ -74,7 +85,7 @@ def in_progress(sweep_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
     for d in sweep_dirs:
         for m in sorted((Path(d) / "runs").glob("*/metrics.jsonl")):
             rid, cfg = m.parent.name, m.parent / "config.yaml"
-            history = [json.loads(line) for line in m.read_text().splitlines() if line.strip()]
+            history = _rows(m)
             if rid in done or rid in seen or not cfg.exists() or len(history) < 2:
                 continue
             last, best = summarize(history)
