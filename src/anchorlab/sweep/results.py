@@ -72,7 +72,7 @@ def _rows(metrics: Path) -> list[dict[str, Any]]:
 
 
 def in_progress(sweep_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
-    """Runs that stopped before their end (a lease or a session ran out) or are still training: each run
+    """Runs that stopped before their end (a GPU lease or a machine booking ran out) or are still training: each run
     directory with ``config.yaml`` and evaluations in ``metrics.jsonl`` but no completed final.json in any of
     ``sweep_dirs``, read the way final.json is written (:func:`anchorlab.train.run.summarize`): ``final`` is
     its last evaluation, ``best`` the best so far, ``steps`` the last evaluated step, ``total_steps`` the
