@@ -305,10 +305,6 @@ class TrainConfig:
             total = min(total, self.max_steps)
         return spe, total, self.eval_every or spe
 
-    def matmul_amp(self, device_type: str, cpu_bf16_units: bool) -> str:
-        """What ``amp`` resolves to on a device (:func:`matmul_amp`)."""
-        return matmul_amp(self.amp, device_type, cpu_bf16_units)
-
     @property
     def stop_rules(self) -> list[tuple[str, str, float]]:
         return [parse_stop_rule(f"train.stop_when[{i}]", r) for i, r in enumerate(self.stop_when)]

@@ -51,24 +51,10 @@ def unique_finals(sweep_dirs: Sequence[str | Path], statuses: Sequence[str] = CO
 IN_PROGRESS = "in_progress"
 
 
-def _planned_steps(config_yaml: Path) -> int | None:
+def _planned_steps(cfg: Any) -> int | None:
     """The steps a run's config plans (None where they depend on data files)."""
-    from ..config import load_config
-
-    cfg = load_config(str(config_yaml))
     n_train = getattr(cfg.task, "n_train", 0) or getattr(cfg.task, "train_size", 0)
     return cfg.train.plan(n_train)[1] if n_train else (cfg.train.max_steps or None)
-
-
-def _rows(metrics: Path) -> list[dict[str, Any]]:
-    """A metrics.jsonl's rows; a line cut short by a killed run (the last one) is left out."""
-    rows = []
-    for line in metrics.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
 
 
 def in_progress(sweep_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
@@ -78,22 +64,26 @@ def in_progress(sweep_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
     its last evaluation, ``best`` the best so far, ``steps`` the last evaluated step, ``total_steps`` the
     steps its config plans, status ``in_progress``.
     The matmul dtype is written at the end of a run, so ``precision`` says ``unrecorded``."""
-    from ..train.run import summarize
+    from ..train.run import config_of, read_history, summarize
 
     done = {f["run_id"] for f in unique_finals(sweep_dirs)}
     seen: dict[str, dict[str, Any]] = {}
     for d in sweep_dirs:
         for m in sorted((Path(d) / "runs").glob("*/metrics.jsonl")):
-            rid, cfg = m.parent.name, m.parent / "config.yaml"
-            history = _rows(m)
-            if rid in done or rid in seen or not cfg.exists() or len(history) < 2:
+            run_dir = m.parent
+            rid = run_dir.name
+            if rid in done or rid in seen or not (run_dir / "config.yaml").exists():
                 continue
+            history = read_history(run_dir)
+            if len(history) < 2:
+                continue
+            cfg = config_of(run_dir)
             last, best = summarize(history)
             seen[rid] = {"run_id": rid, "status": IN_PROGRESS, "steps": history[-1]["step"],
                          "total_steps": _planned_steps(cfg), "final": last,
                          "best": best, "history": history, "wall_seconds": history[-1].get("wall_seconds"),
-                         "config": yaml.safe_load(cfg.read_text()), "precision": {"matmul_dtype": "unrecorded"},
-                         "run_dir": str(m.parent)}
+                         "config": cfg.to_dict(), "precision": {"matmul_dtype": "unrecorded"},
+                         "run_dir": str(run_dir)}
     return list(seen.values())
 
 

@@ -146,8 +146,8 @@ def steps_plan(cfg: ExperimentConfig, n_train: int) -> tuple[int, int, int]:
     return cfg.train.plan(n_train)
 
 
-def read_history(run_dir: Path, upto_step: int) -> list[dict[str, Any]]:
-    """metrics.jsonl rows up to ``upto_step`` (rows after a checkpoint are dropped on resume)."""
+def read_history(run_dir: Path, upto_step: int | None = None) -> list[dict[str, Any]]:
+    """metrics.jsonl rows up to ``upto_step`` (rows after a checkpoint are dropped on resume; None: all)."""
     path = run_dir / "metrics.jsonl"
     if not path.exists():
         return []
@@ -162,7 +162,7 @@ def read_history(run_dir: Path, upto_step: int) -> list[dict[str, Any]]:
             continue
         if isinstance(row, dict) and isinstance(row.get("step"), int):
             rows.append(row)
-    return [r for r in rows if r["step"] <= upto_step]
+    return rows if upto_step is None else [r for r in rows if r["step"] <= upto_step]
 
 
 def config_of(run_dir: str | Path) -> ExperimentConfig:
