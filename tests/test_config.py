@@ -59,3 +59,17 @@ def test_cli_reports_config_errors_in_one_line(capsys):
     rc = main(["config", "demo/small", "--set", "init.gamma=oops"])
     err = capsys.readouterr().err
     assert rc == 2 and err.strip().startswith("anchorlab: error: init.gamma") and "Traceback" not in err
+
+
+def test_planned_steps_from_the_config_alone(shared_datasets):
+    """The anchor task states its size: epochs x (n_train // batch), capped by max_steps; a task whose size
+    lives in data files plans max_steps, or nothing."""
+    cfg = experiment_from_dict({"task": {"n_train": 1000}, "train": {"batch_size": 100, "epochs": 2.5}})
+    assert cfg.planned_steps() == 25
+    assert cfg.train.plan(1000)[1] == cfg.planned_steps()
+    capped = experiment_from_dict({"task": {"n_train": 1000}, "train": {"batch_size": 100, "epochs": 2.5,
+                                                                         "max_steps": 7}})
+    assert capped.planned_steps() == 7
+    scan = {"task": {"name": "scan", "data_dir": str(shared_datasets)}, "model": {"arch": "gpt2"}}
+    assert experiment_from_dict(scan).planned_steps() is None
+    assert experiment_from_dict({**scan, "train": {"max_steps": 40}}).planned_steps() == 40

@@ -328,6 +328,12 @@ class ExperimentConfig:
     def to_dict(self) -> dict[str, Any]:
         return to_dict(self)
 
+    def planned_steps(self) -> int | None:
+        """The steps this config plans, read without data: ``train.plan`` of the task's stated size
+        (``n_train`` or ``train_size``), else ``train.max_steps``; None where they depend on data files."""
+        n_train = getattr(self.task, "n_train", 0) or getattr(self.task, "train_size", 0)
+        return self.train.plan(n_train)[1] if n_train else (self.train.max_steps or None)
+
     def run_id(self) -> str:
         """Stable 12-hex hash of the config (``name`` and fields marked not-identity excluded)."""
         d = {k: v for k, v in vars(self).items() if k != "name"}

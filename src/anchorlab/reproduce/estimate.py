@@ -57,7 +57,7 @@ def unknown_reason(cfg: Any) -> str | None:
     """Why a run's FLOPs cannot be counted without reading data or timing it (None when they can)."""
     if not all(hasattr(cfg.model, k) for k in TRANSFORMER_FIELDS):
         return f"model.arch {cfg.model.arch!r} is not counted"
-    if not (getattr(cfg.task, "n_train", 0) or getattr(cfg.task, "train_size", 0) or cfg.train.max_steps):
+    if cfg.planned_steps() is None:
         return "steps depend on the data files"
     return None
 
@@ -68,9 +68,7 @@ def run_flops(cfg: Any) -> float:
         return math.nan
     m = cfg.model
     per_token = m.n_layers * (4 * m.d_model * m.n_heads * m.d_head + 2 * m.d_model * m.d_ff) + m.d_model * m.vocab_size
-    n_train = getattr(cfg.task, "n_train", 0) or getattr(cfg.task, "train_size", 0)
-    steps = cfg.train.plan(n_train)[1] if n_train else cfg.train.max_steps
-    return 6.0 * per_token * cfg.train.batch_size * m.max_len * steps
+    return 6.0 * per_token * cfg.train.batch_size * m.max_len * cfg.planned_steps()
 
 
 @functools.lru_cache(maxsize=1)

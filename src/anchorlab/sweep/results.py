@@ -51,12 +51,6 @@ def unique_finals(sweep_dirs: Sequence[str | Path], statuses: Sequence[str] = CO
 IN_PROGRESS = "in_progress"
 
 
-def _planned_steps(cfg: Any) -> int | None:
-    """The steps a run's config plans (None where they depend on data files)."""
-    n_train = getattr(cfg.task, "n_train", 0) or getattr(cfg.task, "train_size", 0)
-    return cfg.train.plan(n_train)[1] if n_train else (cfg.train.max_steps or None)
-
-
 def in_progress(sweep_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
     """Runs that stopped before their end (a GPU lease or a machine booking ran out) or are still training: each run
     directory with ``config.yaml`` and evaluations in ``metrics.jsonl`` but no completed final.json in any of
@@ -80,7 +74,7 @@ def in_progress(sweep_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
             cfg = config_of(run_dir)
             last, best = summarize(history)
             seen[rid] = {"run_id": rid, "status": IN_PROGRESS, "steps": history[-1]["step"],
-                         "total_steps": _planned_steps(cfg), "final": last,
+                         "total_steps": cfg.planned_steps(), "final": last,
                          "best": best, "history": history, "wall_seconds": history[-1].get("wall_seconds"),
                          "config": cfg.to_dict(), "precision": {"matmul_dtype": "unrecorded"},
                          "run_dir": str(run_dir)}
