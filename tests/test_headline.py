@@ -146,11 +146,32 @@ def test_runs_stopped_before_their_end_are_read_as_in_progress_and_stay_out_of_t
     assert len(rows) == 1 and rows.iloc[0].paper_gamma == 0.3          # the cells read finished runs alone
     assert len(p) == 1 and list(p.columns) == list(rows.columns)
     r = p.iloc[0]
-    assert (r.status, r.steps, r.precision, r.paper_gamma, r.peak_lr) == ("in_progress", 2000, "unrecorded", 0.8, 2e-4)
+    assert (r.status, r.steps, r.precision, r.paper_gamma, r.peak_lr) == ("in_progress", 2000, "float32", 0.8, 2e-4)
     assert (r.inferential_best, r.inferential_final, r.symmetric_best, r.id_acc) == (0.7, 0.4, 0.3, 0.9)
     planned = steps_plan(cfg, cfg.task.n_train)[1]                       # the planned clock, not the steps reached
     assert planned > 10 * 2000 and r.clock == round(planned / PAPER_STEPS, 2)
     assert "1 runs in progress" in capsys.readouterr().out
+    # --at-step: every run that reached the step, read as if it stopped there (the finished one stopped at step 0)
+    at = tmp_path / "at.csv"
+    assert main([str(tmp_path / "a"), "--out", str(out), "--at-step", "1000", str(at)]) == 0
+    r = pd.read_csv(at)
+    assert len(r) == 1 and list(r.columns) == list(rows.columns)
+    r = r.iloc[0]
+    assert (r.status, r.steps, r.id_acc, r.inferential_final, r.inferential_best) == ("at_step", 1000, 0.6, 0.7, 0.7)
+    assert main([str(tmp_path / "a"), "--out", str(out), "--at-step", "2500", str(at)]) == 0
+    assert pd.read_csv(at).empty                                         # no run trained to step 2500
+    assert cfg.train.amp == "none"                                       # the default: float32
+    bf16 = experiment_from_dict(cfg.to_dict(), ["train.amp=auto", "train.max_steps=2000"])   # an amp twin, cut short
+    e = tmp_path / "b" / "runs" / bf16.run_id()
+    e.mkdir(parents=True)
+    (e / "config.yaml").write_text(yaml.safe_dump(bf16.to_dict()))
+    (e / "metrics.jsonl").write_text((d / "metrics.jsonl").read_text())
+    assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out), "--at-step", "1000", str(at)]) == 0
+    twins = pd.read_csv(at).set_index("run_id")
+    assert twins.loc[cfg.run_id()].precision == "float32" and twins.loc[bf16.run_id()].precision == "unrecorded"
+    assert twins.loc[bf16.run_id()].clock < twins.loc[cfg.run_id()].clock   # the clock it planned: max_steps cuts it
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "a"), "--at-step", "1e3", str(at)])
 
 
 def test_the_documented_robustness_command_trains_the_cells_large_and_small_init_runs():

@@ -227,6 +227,18 @@ def write_in_progress(sweep_dirs: Sequence[str | Path], out: str | Path) -> pd.D
     return rows
 
 
+def write_at_step(sweep_dirs: Sequence[str | Path], step: int, out: str | Path) -> pd.DataFrame:
+    """Every run of ``sweep_dirs`` that reached ``step``, finished or not, read as if it stopped there
+    (:func:`anchorlab.sweep.results.at_step`), as :func:`cell_rows` rows, status ``at_step``: the table
+    that compares twins across devices and precisions, or with a run cut short by ``train.max_steps``."""
+    from .io import atomic_write
+    from .sweep.results import at_step
+
+    rows = cell_rows(at_step(sweep_dirs, step))
+    atomic_write(Path(out), lambda p: rows.to_csv(p, index=False))
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m anchorlab.headline", description=__doc__.splitlines()[0])
     p.add_argument("sweep_dirs", nargs="*", help="sweep directories (e.g. runs/fig2_cell_cpu)")
@@ -242,7 +254,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--in-progress", metavar="CSV",
                    help="also write the runs that stopped before their end (no final.json) to CSV: the best so far "
                         "and the last evaluation, status in_progress; they never enter the cells")
+    p.add_argument("--at-step", nargs=2, metavar=("STEP", "CSV"),
+                   help="also write every run that reached STEP, finished or not, read as if it stopped there "
+                        "(best up to STEP, last evaluation at or before it) to CSV: twins across devices or "
+                        "precisions compare at one step")
     a = p.parse_args(argv)
+    if a.at_step and not a.at_step[0].isdigit():
+        p.error(f"--at-step: STEP must be a whole number of steps, got {a.at_step[0]!r}")
     if not a.sweep_dirs and not a.with_rows:
         p.error("give sweep directories, --with-rows tables, or both")
     try:
@@ -258,6 +276,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(rows)} runs; wrote {', '.join(map(str, paths))}")
     if a.in_progress:
         print(f"{len(write_in_progress(a.sweep_dirs, a.in_progress))} runs in progress; wrote {a.in_progress}")
+    if a.at_step:
+        step, csv = int(a.at_step[0]), a.at_step[1]
+        print(f"{len(write_at_step(a.sweep_dirs, step, csv))} runs read at step {step}; wrote {csv}")
     return 0
 
 

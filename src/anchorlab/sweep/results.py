@@ -49,6 +49,34 @@ def unique_finals(sweep_dirs: Sequence[str | Path], statuses: Sequence[str] = CO
 
 
 IN_PROGRESS = "in_progress"
+AT_STEP = "at_step"
+
+
+def _run_dirs(sweep_dirs: Sequence[str | Path]) -> list[Path]:
+    """Every run directory of ``sweep_dirs`` with a config and evaluations, a run present in several counted once
+    (the first directory's copy)."""
+    seen: dict[str, Path] = {}
+    for d in sweep_dirs:
+        for m in sorted((Path(d) / "runs").glob("*/metrics.jsonl")):
+            if (m.parent / "config.yaml").exists():
+                seen.setdefault(m.parent.name, m.parent)
+    return list(seen.values())
+
+
+def _read_run(run_dir: Path, history: list[dict[str, Any]], status: str) -> dict[str, Any]:
+    """A final.json-shaped dict of a run read from its evaluations (:func:`anchorlab.train.run.summarize`);
+    ``precision``: the matmul dtype final.json records, ``float32`` for ``train.amp: none``, else ``unrecorded``
+    (a run writes it at its end)."""
+    from ..train.run import config_of, summarize
+
+    cfg, final = config_of(run_dir), run_dir / "final.json"
+    recorded = (json.loads(final.read_text()).get("precision") or {}).get("matmul_dtype") if final.exists() else None
+    matmul_dtype = recorded or ("float32" if cfg.train.amp == "none" else "unrecorded")
+    last, best = summarize(history)
+    return {"run_id": run_dir.name, "status": status, "steps": history[-1]["step"],
+            "total_steps": cfg.planned_steps(), "final": last, "best": best, "history": history,
+            "wall_seconds": history[-1].get("wall_seconds"), "config": cfg.to_dict(),
+            "precision": {"matmul_dtype": matmul_dtype}, "run_dir": str(run_dir)}
 
 
 def in_progress(sweep_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
@@ -56,29 +84,33 @@ def in_progress(sweep_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
     directory with ``config.yaml`` and evaluations in ``metrics.jsonl`` but no completed final.json in any of
     ``sweep_dirs``, read the way final.json is written (:func:`anchorlab.train.run.summarize`): ``final`` is
     its last evaluation, ``best`` the best so far, ``steps`` the last evaluated step, ``total_steps`` the
-    steps its config plans, status ``in_progress``.
-    The matmul dtype is written at the end of a run, so ``precision`` says ``unrecorded``."""
-    from ..train.run import config_of, read_history, summarize
+    steps its config plans, status ``in_progress``."""
+    from ..train.run import read_history
 
     done = {f["run_id"] for f in unique_finals(sweep_dirs)}
-    seen: dict[str, dict[str, Any]] = {}
-    for d in sweep_dirs:
-        for m in sorted((Path(d) / "runs").glob("*/metrics.jsonl")):
-            run_dir = m.parent
-            rid = run_dir.name
-            if rid in done or rid in seen or not (run_dir / "config.yaml").exists():
-                continue
-            history = read_history(run_dir)
-            if len(history) < 2:
-                continue
-            cfg = config_of(run_dir)
-            last, best = summarize(history)
-            seen[rid] = {"run_id": rid, "status": IN_PROGRESS, "steps": history[-1]["step"],
-                         "total_steps": cfg.planned_steps(), "final": last,
-                         "best": best, "history": history, "wall_seconds": history[-1].get("wall_seconds"),
-                         "config": cfg.to_dict(), "precision": {"matmul_dtype": "unrecorded"},
-                         "run_dir": str(run_dir)}
-    return list(seen.values())
+    out = []
+    for run_dir in _run_dirs(sweep_dirs):
+        history = read_history(run_dir)
+        if run_dir.name not in done and len(history) >= 2:
+            out.append(_read_run(run_dir, history, IN_PROGRESS))
+    return out
+
+
+def at_step(sweep_dirs: Sequence[str | Path], step: int) -> list[dict[str, Any]]:
+    """Every run of ``sweep_dirs`` that trained to ``step`` or past it, finished or not, read as if it had stopped
+    there: ``final`` is its last evaluation at or before ``step``, ``best`` the best up to it, status ``at_step``.
+    Twins that differ in device or precision, or runs cut short by ``train.max_steps``, compare at one step this
+    way."""
+    from ..train.run import read_history
+
+    out = []
+    for run_dir in _run_dirs(sweep_dirs):
+        history = read_history(run_dir)
+        upto = [r for r in history if r["step"] <= step]
+        if not history or history[-1]["step"] < step or len(upto) < 2:
+            continue
+        out.append(_read_run(run_dir, upto, AT_STEP))
+    return out
 
 
 def earlier_tables(paths: Sequence[str | Path], columns: Sequence[str], drop: Sequence[str] = ()) -> "pd.DataFrame":
