@@ -158,8 +158,10 @@ def test_runs_stopped_before_their_end_are_read_as_in_progress_and_stay_out_of_t
     assert len(r) == 1 and list(r.columns) == list(rows.columns)
     r = r.iloc[0]
     assert (r.status, r.steps, r.id_acc, r.inferential_final, r.inferential_best) == ("at_step", 1000, 0.6, 0.7, 0.7)
-    assert main([str(tmp_path / "a"), "--out", str(out), "--at-step", "2500", str(at)]) == 0
-    assert pd.read_csv(at).empty                                         # no run trained to step 2500
+    assert main([str(tmp_path / "a"), "--out", str(out), "--at-step", "1000,2000,2500", str(at)]) == 0
+    r = pd.read_csv(at)                                                  # no run trained to step 2500
+    assert r.steps.tolist() == [1000, 2000] and r.inferential_best.tolist() == [0.7, 0.7]
+    assert r.inferential_final.tolist() == [0.7, 0.4]
     assert cfg.train.amp == "none"                                       # the default: float32
     bf16 = experiment_from_dict(cfg.to_dict(), ["train.amp=auto", "train.max_steps=2000"])   # an amp twin, cut short
     e = tmp_path / "b" / "runs" / bf16.run_id()

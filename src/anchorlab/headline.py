@@ -227,14 +227,15 @@ def write_in_progress(sweep_dirs: Sequence[str | Path], out: str | Path) -> pd.D
     return rows
 
 
-def write_at_step(sweep_dirs: Sequence[str | Path], step: int, out: str | Path) -> pd.DataFrame:
-    """Every run of ``sweep_dirs`` that reached ``step``, finished or not, read as if it stopped there
-    (:func:`anchorlab.sweep.results.at_step`), as :func:`cell_rows` rows, status ``at_step``: the table
-    that compares twins across devices and precisions, or with a run cut short by ``train.max_steps``."""
+def write_at_step(sweep_dirs: Sequence[str | Path], steps: Sequence[int], out: str | Path) -> pd.DataFrame:
+    """Every run of ``sweep_dirs`` read at each of ``steps`` it reached, finished or not, as if it stopped there
+    (:func:`anchorlab.sweep.results.at_step`), as :func:`cell_rows` rows, status ``at_step``, ``steps`` the
+    evaluation read: the table that compares twins across devices and precisions, or with a run cut short by
+    ``train.max_steps``, step by step."""
     from .io import atomic_write
     from .sweep.results import at_step
 
-    rows = cell_rows(at_step(sweep_dirs, step))
+    rows = pd.concat([cell_rows(at_step(sweep_dirs, s)) for s in steps], ignore_index=True)
     atomic_write(Path(out), lambda p: rows.to_csv(p, index=False))
     return rows
 
@@ -254,13 +255,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--in-progress", metavar="CSV",
                    help="also write the runs that stopped before their end (no final.json) to CSV: the best so far "
                         "and the last evaluation, status in_progress; they never enter the cells")
-    p.add_argument("--at-step", nargs=2, metavar=("STEP", "CSV"),
-                   help="also write every run that reached STEP, finished or not, read as if it stopped there "
-                        "(best up to STEP, last evaluation at or before it) to CSV: twins across devices or "
-                        "precisions compare at one step")
+    p.add_argument("--at-step", nargs=2, metavar=("STEPS", "CSV"),
+                   help="also write every run read at each of STEPS (comma-separated) it reached, finished or not, "
+                        "as if it stopped there (best up to the step, last evaluation at or before it) to CSV: twins "
+                        "across devices or precisions compare step by step")
     a = p.parse_args(argv)
-    if a.at_step and not a.at_step[0].isdigit():
-        p.error(f"--at-step: STEP must be a whole number of steps, got {a.at_step[0]!r}")
+    if a.at_step and not all(v.isdigit() for v in a.at_step[0].split(",")):
+        p.error(f"--at-step: STEPS must be whole numbers of steps, comma-separated, got {a.at_step[0]!r}")
     if not a.sweep_dirs and not a.with_rows:
         p.error("give sweep directories, --with-rows tables, or both")
     try:
@@ -277,8 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.in_progress:
         print(f"{len(write_in_progress(a.sweep_dirs, a.in_progress))} runs in progress; wrote {a.in_progress}")
     if a.at_step:
-        step, csv = int(a.at_step[0]), a.at_step[1]
-        print(f"{len(write_at_step(a.sweep_dirs, step, csv))} runs read at step {step}; wrote {csv}")
+        steps, csv = [int(v) for v in a.at_step[0].split(",")], a.at_step[1]
+        print(f"{len(write_at_step(a.sweep_dirs, steps, csv))} rows (runs x steps {a.at_step[0]}); wrote {csv}")
     return 0
 
 
