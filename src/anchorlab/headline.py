@@ -235,7 +235,8 @@ def write_at_step(sweep_dirs: Sequence[str | Path], steps: Sequence[int], out: s
     from .io import atomic_write
     from .sweep.results import at_step
 
-    rows = pd.concat([cell_rows(at_step(sweep_dirs, s)) for s in steps], ignore_index=True)
+    runs = at_step(sweep_dirs, steps)
+    rows = pd.concat([cell_rows(runs[s]) for s in steps], ignore_index=True)
     atomic_write(Path(out), lambda p: rows.to_csv(p, index=False))
     return rows
 

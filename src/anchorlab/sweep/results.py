@@ -9,7 +9,7 @@ robustness study read sweeps through these functions.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,20 +63,25 @@ def _run_dirs(sweep_dirs: Sequence[str | Path]) -> list[Path]:
     return list(seen.values())
 
 
-def _read_run(run_dir: Path, history: list[dict[str, Any]], status: str) -> dict[str, Any]:
-    """A final.json-shaped dict of a run read from its evaluations (:func:`anchorlab.train.run.summarize`);
-    ``precision``: the matmul dtype final.json records, ``float32`` for ``train.amp: none``, else ``unrecorded``
-    (a run writes it at its end)."""
+def _read_run(run_dir: Path, status: str) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
+    """Reads a run's config and final.json once; returns a function that makes a final.json-shaped dict of
+    the run from some of its evaluations (:func:`anchorlab.train.run.summarize`). ``precision``: the matmul
+    dtype final.json records, ``float32`` for ``train.amp: none``, else ``unrecorded`` (a run writes it at
+    its end)."""
     from ..train.run import config_of, summarize
 
     cfg, final = config_of(run_dir), run_dir / "final.json"
     recorded = (json.loads(final.read_text()).get("precision") or {}).get("matmul_dtype") if final.exists() else None
     matmul_dtype = recorded or ("float32" if cfg.train.amp == "none" else "unrecorded")
-    last, best = summarize(history)
-    return {"run_id": run_dir.name, "status": status, "steps": history[-1]["step"],
-            "total_steps": cfg.planned_steps(), "final": last, "best": best, "history": history,
-            "wall_seconds": history[-1].get("wall_seconds"), "config": cfg.to_dict(),
-            "precision": {"matmul_dtype": matmul_dtype}, "run_dir": str(run_dir)}
+    config, total = cfg.to_dict(), cfg.planned_steps()
+
+    def as_final(history: list[dict[str, Any]]) -> dict[str, Any]:
+        last, best = summarize(history)
+        return {"run_id": run_dir.name, "status": status, "steps": history[-1]["step"],
+                "total_steps": total, "final": last, "best": best, "history": history,
+                "wall_seconds": history[-1].get("wall_seconds"), "config": config,
+                "precision": {"matmul_dtype": matmul_dtype}, "run_dir": str(run_dir)}
+    return as_final
 
 
 def in_progress(sweep_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
@@ -92,24 +97,26 @@ def in_progress(sweep_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
     for run_dir in _run_dirs(sweep_dirs):
         history = read_history(run_dir)
         if run_dir.name not in done and len(history) >= 2:
-            out.append(_read_run(run_dir, history, IN_PROGRESS))
+            out.append(_read_run(run_dir, IN_PROGRESS)(history))
     return out
 
 
-def at_step(sweep_dirs: Sequence[str | Path], step: int) -> list[dict[str, Any]]:
-    """Every run of ``sweep_dirs`` that trained to ``step`` or past it, finished or not, read as if it had stopped
-    there: ``final`` is its last evaluation at or before ``step``, ``best`` the best up to it, status ``at_step``.
-    Twins that differ in device or precision, or runs cut short by ``train.max_steps``, compare at one step this
-    way."""
+def at_step(sweep_dirs: Sequence[str | Path], steps: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
+    """For each of ``steps``, every run of ``sweep_dirs`` that trained to it or past it, finished or not, read
+    as if it had stopped there: ``final`` is its last evaluation at or before the step, ``best`` the best up
+    to it, status ``at_step``. Twins that differ in device or precision, or runs cut short by
+    ``train.max_steps``, compare step by step this way. Each run's files are read once."""
     from ..train.run import read_history
 
-    out = []
+    out: dict[int, list[dict[str, Any]]] = {s: [] for s in steps}
     for run_dir in _run_dirs(sweep_dirs):
         history = read_history(run_dir)
-        upto = [r for r in history if r["step"] <= step]
-        if not history or history[-1]["step"] < step or len(upto) < 2:
-            continue
-        out.append(_read_run(run_dir, upto, AT_STEP))
+        reached = [s for s in steps if history and history[-1]["step"] >= s
+                   and sum(r["step"] <= s for r in history) >= 2]
+        if reached:
+            as_final = _read_run(run_dir, AT_STEP)
+            for s in reached:
+                out[s].append(as_final([r for r in history if r["step"] <= s]))
     return out
 
 
