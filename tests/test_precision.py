@@ -11,7 +11,7 @@ from anchorlab.bench import BenchResult, time_steps, train_flops_per_sample
 from anchorlab.config import ConfigError, experiment_from_dict
 from anchorlab.train import load_run, train
 from anchorlab.train.run import init_model
-from anchorlab.train.precision import CpuMatrixUnits, resolve_precision
+from anchorlab.train.precision import CpuMatrixUnits, cpu_matrix_units, device_label, resolve_precision
 from anchorlab.train.stacked import train_stack
 
 CPU = torch.device("cpu")
@@ -31,6 +31,18 @@ def test_auto_picks_bf16_only_on_a_cpu_with_bf16_units():
     assert resolve_precision("auto", torch.device("cuda"), AMX).amp == "none"   # GPU runs keep the papers' fp32
     assert resolve_precision("bf16", torch.device("cuda"), AVX2).amp == "bf16"
     assert resolve_precision("none", CPU, AMX).amp == "none"
+
+
+def test_the_device_is_named_in_words(monkeypatch):
+    import anchorlab.train.precision as P
+
+    monkeypatch.setattr(P, "cpu_model_name", lambda: "Some CPU 9000")
+    assert device_label(CPU, AMX) == "cpu: Some CPU 9000 (AVX512 with AMX and AVX512-BF16)"
+    assert resolve_precision("none", CPU, AVX2).device == "cpu: Some CPU 9000 (AVX2, no bfloat16 matrix units)"
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA H200")
+    assert resolve_precision("auto", torch.device("cuda"), AMX).device == "cuda: NVIDIA H200"
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: 1 / 0)   # no readable name: the type
+    assert device_label(torch.device("cuda")) == "cuda"
 
 
 def test_the_run_and_the_cost_estimate_resolve_amp_by_one_rule():
@@ -74,7 +86,8 @@ def test_bf16_run_keeps_float32_master_weights_and_records_precision(bf16_runs):
     root, cfg, full, _, _ = bf16_runs
     assert full["status"] == "finished" and full["steps"] == 32
     assert full["precision"] == {"requested": "bf16", "amp": "bf16", "reason": full["precision"]["reason"],
-                                 "matmul_dtype": "bfloat16", "master_dtype": "float32"}
+                                 "device": full["device"], "matmul_dtype": "bfloat16", "master_dtype": "float32"}
+    assert full["device"].startswith("cpu: ") and cpu_matrix_units().describe() in full["device"]
     weights = load_file(root / "full" / "model.safetensors")
     assert all(w.dtype == torch.float32 for w in weights.values())
     ck = torch.load(root / "full" / "checkpoint.pt", weights_only=True)

@@ -18,9 +18,11 @@ final.json (``precision``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
@@ -71,6 +73,7 @@ class Precision:
     requested: str
     amp: str             # "none" | "bf16"
     reason: str
+    device: str = ""     # what trained: "cuda: NVIDIA H200", "cpu: AMD EPYC ... (AVX512 with AVX512-BF16)"
 
     @property
     def matmul_dtype(self) -> str:
@@ -83,9 +86,38 @@ class Precision:
 _WARNED: set[str] = set()
 
 
+@functools.lru_cache(maxsize=1)
+def cpu_model_name() -> str:
+    """The CPU's model name from /proc/cpuinfo ("" where there is none, e.g. macOS)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def device_label(device: torch.device, units: CpuMatrixUnits | None = None) -> str:
+    """A run's device in words, for final.json: the GPU's name, or the CPU's model and bf16 units."""
+    if device.type == "cuda":
+        try:
+            return f"cuda: {torch.cuda.get_device_name(device)}"
+        except Exception:  # noqa: BLE001 -- a name that cannot be read leaves the type
+            return "cuda"
+    if device.type == "cpu":
+        units = units or cpu_matrix_units()
+        return f"cpu: {cpu_model_name() or 'unknown model'} ({units.describe()})"
+    return device.type
+
+
 def resolve_precision(amp: str, device: torch.device, units: CpuMatrixUnits | None = None) -> Precision:
-    """``train.amp`` on ``device`` -> :class:`Precision` (logs one line when bf16 is slow or declined); the
-    rule itself is :func:`anchorlab.config.experiment.matmul_amp`."""
+    """``train.amp`` on ``device`` -> :class:`Precision` with the device in words (logs one line when bf16
+    is slow or declined); the rule itself is :func:`anchorlab.config.experiment.matmul_amp`."""
+    return dataclasses.replace(_resolve(amp, device, units), device=device_label(device, units))
+
+
+def _resolve(amp: str, device: torch.device, units: CpuMatrixUnits | None) -> Precision:
     if amp == "none":
         return Precision(amp, "none", "train.amp=none: float32")
     if device.type != "cpu":
@@ -117,4 +149,5 @@ def autocast(precision: Precision, device: torch.device):
     return contextlib.nullcontext()
 
 
-__all__ = ["CpuMatrixUnits", "Precision", "autocast", "cpu_matrix_units", "resolve_precision"]
+__all__ = ["CpuMatrixUnits", "Precision", "autocast", "cpu_matrix_units", "cpu_model_name", "device_label",
+           "resolve_precision"]

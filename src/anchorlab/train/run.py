@@ -209,13 +209,14 @@ def summarize(history: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str
 def finalize(cfg: ExperimentConfig, run_dir: Path, history: list[dict[str, Any]], status: str, wall: float,
              step: int, precision: Precision | None = None, total: int | None = None) -> dict[str, Any]:
     """Write final.json: the last and best value of every metric (best = min for losses), history, versions,
-    the precision the run trained in, and the steps it planned (``total_steps``)."""
+    the precision and device the run trained in, and the steps it planned (``total_steps``)."""
     last, best = summarize(history)
     final = {"run_id": cfg.run_id(), "name": cfg.name, "status": status, "steps": step, "total_steps": total,
              "final": last, "best": best, "history": history,
              "wall_seconds": wall, "versions": versions(), "config": cfg.to_dict()}
     if precision is not None:
         final["precision"] = precision.to_dict()
+        final["device"] = precision.device
     write_json(run_dir / "final.json", final)
     return final
 
