@@ -248,3 +248,14 @@ def test_a_bundled_sweep_loads_by_its_preset_name_as_by_its_path():
 
     by_name = [r.run_id for r in expand("fig2_cpu")]
     assert by_name and by_name == [r.run_id for r in expand(SWEEP_DIR / "fig2_cpu.yaml")]
+
+
+def test_restrict_takes_mapping_values_of_a_zip_axis():
+    ops = [{1: 5, 2: 1, 3: -2, 4: -8}, {1: -2, 2: 3, 3: 1, 4: -5}, {1: -6, 2: -1, 3: 3, 4: -4}]
+    spec = sweep_from_dict({"name": "ops", "base": TINY, "zip": [{"task.preset": ["custom"] * 3, "task.anchors": ops}]})
+    part = expand(restrict(spec, ["task.anchors={1: -2, 2: 3, 3: 1, 4: -5}"]))
+    assert [r.config.task.anchors for r in part] == [ops[1]]
+    two = expand(restrict(spec, ["task.anchors={1: 5, 2: 1, 3: -2, 4: -8},{1: -6, 2: -1, 3: 3, 4: -4}"]))
+    assert [r.values["task.anchors"] for r in two] == [ops[0], ops[2]]
+    with pytest.raises(ConfigError, match=r"not on the axis; its values: \{1: 5, 2: 1, 3: -2, 4: -8\}, "):
+        restrict(spec, ["task.anchors={1: 1, 2: 2, 3: 3, 4: 4}"])

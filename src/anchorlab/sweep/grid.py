@@ -187,8 +187,20 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
+def split_top(text: str) -> list[str]:
+    """``text`` split at the commas outside brackets: ``"{1: 5, 2: 1},{1: -2, 2: 3}"`` -> two mappings."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch in "[{") - (ch in "]}")
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
+
+
 def restrict(spec: "SweepSpec", only: Sequence[str]) -> "SweepSpec":
-    """``spec`` with its axes cut to the values of ``only`` (``KEY=V1[,V2...]``, a key of an axis): a slice
+    """``spec`` with its axes cut to the values of ``only`` (``KEY=V1[,V2...]``, a key of an axis; a value may
+    be a YAML mapping or list, e.g. ``task.anchors={1: -2, 2: 3, 3: 1, 4: -5}``): a slice
     of a sweep, in the spec's order, whose runs keep their run ids (a run is its config, not its sweep).
     Several entries for one key add values; a key that is not an axis key, or a value not on its axis, is a
     :class:`ConfigError` naming the allowed keys or values."""
@@ -201,7 +213,7 @@ def restrict(spec: "SweepSpec", only: Sequence[str]) -> "SweepSpec":
         if key not in spec.axis_keys:
             raise ConfigError(f"--only {key}: not an axis of sweep {spec.name}; its axis keys: "
                               f"{', '.join(spec.axis_keys) or '(none)'}")
-        want.setdefault(key, []).extend(_typed(v.strip()) for v in vals.split(","))
+        want.setdefault(key, []).extend(_typed(v.strip()) for v in split_top(vals))
     axes = []
     for ax in spec.axes:
         keep = list(ax.values)
@@ -212,7 +224,7 @@ def restrict(spec: "SweepSpec", only: Sequence[str]) -> "SweepSpec":
             for w in want[k]:
                 if not any(_same(w, a) for a in allowed):
                     raise ConfigError(f"--only {k}={w!r}: not on the axis; its values: "
-                                      f"{', '.join(map(repr, dict.fromkeys(allowed)))}")
+                                      f"{', '.join(dict.fromkeys(map(repr, allowed)))}")
             keep = [v for v in keep if any(_same(v[i], w) for w in want[k])]
         if not keep:
             raise ConfigError(f"--only: no value of the axis {', '.join(ax.keys)} matches all of "
