@@ -33,7 +33,7 @@ def test_the_cell_specs_expand_to_the_documented_runs_and_share_them():
     assert sorted({round(steps_plan(x, x.task.n_train)[1] / PAPER_STEPS, 2) for x in clock.values()}) == [0.5, 1, 2]
 
 
-def _fake_run(root, gamma, lr, seed, anchors, rules, inf, sym, steps=PAPER_STEPS):
+def _fake_run(root, gamma, lr, seed, anchors, rules, inf, sym, steps=PAPER_STEPS, **extra):
     cfg = experiment_from_dict({}, ["model.d_model=128", "init.ref_width=400", f"init.gamma={gamma}",
                                     f"optim.peak_lr={lr}", f"train.init_seed={seed}", f"train.data_seed={seed}",
                                     "task.preset=custom", f"task.anchors={anchors}", f"task.pair_rules={rules}"])
@@ -44,7 +44,7 @@ def _fake_run(root, gamma, lr, seed, anchors, rules, inf, sym, steps=PAPER_STEPS
     d.mkdir(parents=True)
     (d / "final.json").write_text(json.dumps({"run_id": rid, "status": "finished", "steps": steps,
                                               "wall_seconds": 1.0, "config": cfg.to_dict(), "final": final,
-                                              "best": best}))
+                                              "best": best, **extra}))
 
 
 def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
@@ -52,7 +52,10 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
     other = ("{1: -2, 2: 3, 3: 1, 4: -5}", "{'3,2': held_out, '2,3': 'shift:9'}")
     for seed, lr, inf, sym in ((0, 1e-4, (0.4, 0.9), (0.1, 0.2)), (0, 2e-4, (0.1, 0.3), (0.8, 0.9)),
                                (1, 1e-4, (0.2, 0.5), (0.3, 0.4)), (1, 2e-4, (0.6, 0.7), (0.0, 0.1))):
-        _fake_run(tmp_path / "a", 0.8, lr, seed, *papers, inf, sym)
+        _fake_run(tmp_path / "a", 0.8, lr, seed, *papers, inf, sym,
+                  **({"device": "cuda: NVIDIA H200"} if seed else
+                     {"precision": {"matmul_dtype": "bfloat16", "reason": "train.amp=auto: this CPU multiplies "
+                                                                        "bfloat16 in hardware (AVX512)"}}))
     _fake_run(tmp_path / "b", 0.3, 1e-4, 0, *other, (0.0, 0.1), (1.0, 1.0), steps=PAPER_STEPS // 2)
     out = tmp_path / "fig2_cell_cpu.csv"
     assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)]) == 0
@@ -61,12 +64,16 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
     assert set(rows.paper_gamma) == {0.3, 0.8} and set(rows.clock) == {0.5, 1.0}
     r = rows[(rows.paper_gamma == 0.8) & (rows.seed == 0) & (rows.peak_lr == 2e-4)].iloc[0]
     assert (r.inferential_best, r.symmetric_best, r.inferential_final, r.symmetric_final) == (0.3, 0.9, 0.1, 0.8)
-    assert r.op_set.startswith("{1:+5,2:+1,3:-2,4:-8} (4,3) held out") and r.precision == "float32"
+    assert r.op_set.startswith("{1:+5,2:+1,3:-2,4:-8} (4,3) held out") and r.precision == "bfloat16"
+    # the device: final.json's, else the one its precision reason names, else unrecorded
+    assert r.device == "cpu" and set(rows[rows.seed == 1].device) == {"cuda: NVIDIA H200"}
+    assert rows[rows.paper_gamma == 0.3].iloc[0].device == "unrecorded"
     cells = pd.read_csv(tmp_path / "fig2_cell_cpu_cells.csv")
     assert list(cells.lrs) == ["all", "all", "[1.1e-4, 3.3e-4]"]   # gamma 0.3 has no peak inside the range
     c = cells[(cells.paper_gamma == 0.8) & (cells.lrs == "all")].iloc[0]
     assert math.isclose(c.inferential_best, (0.9 + 0.7) / 2) and math.isclose(c.symmetric_best, (0.9 + 0.4) / 2)
     assert math.isclose(c.inferential_per_run, 1 / 4) and c.n_seeds == 2 and c.n_runs == 4
+    assert c.devices == "cpu+cuda" and set(cells[cells.paper_gamma == 0.3].devices) == {"unrecorded"}
     # the paper's corrected range keeps only the 2e-4 runs: each seed's best is that run's
     c = cells[(cells.paper_gamma == 0.8) & (cells.lrs != "all")].iloc[0]
     assert math.isclose(c.inferential_best, (0.3 + 0.7) / 2) and math.isclose(c.symmetric_best, (0.9 + 0.1) / 2)

@@ -26,8 +26,8 @@ PAPER_WIDTH = 400
 PAPER_STEPS = 92_190   # NeurIPS App. A: 210 epochs of 900k sequences at batch 2048 (439 full batches each)
 COLUMNS = ["op_set", "paper_gamma", "peak_lr", "seed", "id_acc", "inferential_best", "symmetric_best",
            "inferential_final", "symmetric_final"]
-EXTRA = ["clock", "n_layers", "id_best", "steps", "gamma", "ref_width", "d_model", "precision", "status",
-         "wall_seconds", "run_id"]
+EXTRA = ["clock", "n_layers", "id_best", "steps", "gamma", "ref_width", "d_model", "precision", "device",
+         "status", "wall_seconds", "run_id"]
 
 
 CELL_KEYS = ["clock", "n_layers", "op_set", "paper_gamma"]   # a cell of the tables
@@ -85,6 +85,15 @@ def paper_gamma(gamma: float, ref_width: Any, d_model: int) -> float:
     return float(gamma) if (ref or d_model) == PAPER_WIDTH else math.nan
 
 
+def device_of(final: Mapping[str, Any]) -> str:
+    """The device a run trained on: final.json's ``device``; for runs written before it was recorded, the
+    device its precision reason names ("on cuda" -> ``cuda``, "CPU" -> ``cpu``); else ``unrecorded``."""
+    if final.get("device"):
+        return str(final["device"])
+    reason = str((final.get("precision") or {}).get("reason", ""))
+    return "cuda" if "on cuda" in reason else "cpu" if "CPU" in reason else "unrecorded"
+
+
 def cell_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """final.json dicts -> one row per run with :data:`COLUMNS` then :data:`EXTRA`; ``clock`` is the
     run's planned steps (``total_steps``, else ``steps``) over the paper's 92,190 (1.0: the paper's
@@ -97,6 +106,7 @@ def cell_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     c = case_table(runs, vary_keys=keys)
     precision = {f.get("run_id"): (f.get("precision") or {}).get("matmul_dtype", "float32") for f in runs}
     planned = {f.get("run_id"): f.get("total_steps") or f.get("steps") for f in runs}
+    device = {f.get("run_id"): device_of(f) for f in runs}
     out = pd.DataFrame({
         "op_set": c.op_set,
         "paper_gamma": [paper_gamma(g, r, d) for g, r, d in zip(c["init.gamma"], c["init.ref_width"],
@@ -106,7 +116,7 @@ def cell_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         "inferential_final": c.ood_inferential_acc, "symmetric_final": c.ood_symmetric_acc,
         "clock": (c.run_id.map(planned).astype(float) / PAPER_STEPS).round(2), "n_layers": c["model.n_layers"],
         "id_best": c.best_id_acc, "steps": c.steps, "gamma": c["init.gamma"], "ref_width": c["init.ref_width"],
-        "d_model": c["model.d_model"], "precision": c.run_id.map(precision), "status": c.status,
+        "d_model": c["model.d_model"], "precision": c.run_id.map(precision), "device": c.run_id.map(device), "status": c.status,
         "wall_seconds": c.wall_seconds, "run_id": c.run_id})
     return out.sort_values(["clock", "n_layers", "op_set", "paper_gamma", "peak_lr", "seed"]).reset_index(drop=True)
 
@@ -115,10 +125,14 @@ def cell_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9,
                lr_range: tuple[float, float] | None = PAPER_LR_RANGE) -> pd.DataFrame:
     """:func:`cell_rows` -> one row per (clock, depth, op set, paper gamma, lrs): the papers' cell (mean over
     seeds of the best over lrs and training, each mapping on its own) beside the per-run rates, over every
-    peak and over the peaks in ``lr_range`` (:func:`lr_readings`)."""
+    peak and over the peaks in ``lr_range`` (:func:`lr_readings`); ``devices``: the kinds of device its runs
+    trained on (``cpu``, ``cuda``, ``cpu+cuda``), so that a cell mixing machines says so."""
     from .eval.judgement import paper_cells
 
-    return _all_first(paper_cells(_judged(lr_readings(rows, lr_range)), TABLE_KEYS, threshold, id_min))
+    cells = paper_cells(_judged(lr_readings(rows, lr_range)), TABLE_KEYS, threshold, id_min)
+    kinds = (_judged(rows).assign(kind=lambda r: r.device.astype(str).str.split(":").str[0])
+             .groupby(CELL_KEYS).kind.agg(lambda k: "+".join(sorted(set(k)))).rename("devices").reset_index())
+    return _all_first(cells.merge(kinds, on=CELL_KEYS, how="left"))
 
 
 def _judged(rows: pd.DataFrame) -> pd.DataFrame:

@@ -65,7 +65,9 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
             ax.set_ylim(0, 1.05)
             ax.axhline(0.5, color="gray", lw=0.6, ls=":")
             which = "every peak lr" if lrs == "all" else f"peak lrs {lrs}"
-            ax.set_title(f"{op.split(' (')[0]}\nclock {clock:g}x, {which}", fontsize=8)
+            kinds = sorted(set("+".join(c.devices.astype(str)).split("+"))) if "devices" in c and len(c) else []
+            where = f" ({'+'.join(kinds)})" if kinds and kinds != ["cpu"] else ""   # a GPU's cells say so
+            ax.set_title(f"{op.split(' (')[0]}{where}\nclock {clock:g}x, {which}", fontsize=8)
             if j == 0:
                 ax.set_ylabel("held-out pair accuracy")
             if i == len(rows_) - 1:

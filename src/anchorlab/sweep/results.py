@@ -65,14 +65,15 @@ def _run_dirs(sweep_dirs: Sequence[str | Path]) -> list[Path]:
 
 def _read_run(run_dir: Path, status: str) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
     """Reads a run's config and final.json once; returns a function that makes a final.json-shaped dict of
-    the run from some of its evaluations (:func:`anchorlab.train.run.summarize`). ``precision``: the matmul
-    dtype final.json records, ``float32`` for ``train.amp: none``, else ``unrecorded`` (a run writes it at
-    its end)."""
+    the run from some of its evaluations (:func:`anchorlab.train.run.summarize`). ``precision``: as final.json
+    records it; its matmul dtype ``float32`` for ``train.amp: none``, else ``unrecorded`` (a run writes it at
+    its end). ``device``: final.json's, None before the run's end."""
     from ..train.run import config_of, summarize
 
     cfg, final = config_of(run_dir), run_dir / "final.json"
-    recorded = (json.loads(final.read_text()).get("precision") or {}).get("matmul_dtype") if final.exists() else None
-    matmul_dtype = recorded or ("float32" if cfg.train.amp == "none" else "unrecorded")
+    written = json.loads(final.read_text()) if final.exists() else {}
+    precision = dict(written.get("precision") or {})
+    precision["matmul_dtype"] = precision.get("matmul_dtype") or ("float32" if cfg.train.amp == "none" else "unrecorded")
     config, total = cfg.to_dict(), cfg.planned_steps()
 
     def as_final(history: list[dict[str, Any]]) -> dict[str, Any]:
@@ -80,7 +81,7 @@ def _read_run(run_dir: Path, status: str) -> Callable[[list[dict[str, Any]]], di
         return {"run_id": run_dir.name, "status": status, "steps": history[-1]["step"],
                 "total_steps": total, "final": last, "best": best, "history": history,
                 "wall_seconds": history[-1].get("wall_seconds"), "config": config,
-                "precision": {"matmul_dtype": matmul_dtype}, "run_dir": str(run_dir)}
+                "precision": precision, "device": written.get("device"), "run_dir": str(run_dir)}
     return as_final
 
 
