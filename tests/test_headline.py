@@ -33,10 +33,10 @@ def test_the_cell_specs_expand_to_the_documented_runs_and_share_them():
     assert sorted({round(steps_plan(x, x.task.n_train)[1] / PAPER_STEPS, 2) for x in clock.values()}) == [0.5, 1, 2]
 
 
-def _fake_run(root, gamma, lr, seed, anchors, rules, inf, sym, steps=PAPER_STEPS, **extra):
+def _fake_run(root, gamma, lr, seed, anchors, rules, inf, sym, steps=PAPER_STEPS, sets=(), **extra):
     cfg = experiment_from_dict({}, ["model.d_model=128", "init.ref_width=400", f"init.gamma={gamma}",
                                     f"optim.peak_lr={lr}", f"train.init_seed={seed}", f"train.data_seed={seed}",
-                                    "task.preset=custom", f"task.anchors={anchors}", f"task.pair_rules={rules}"])
+                                    "task.preset=custom", f"task.anchors={anchors}", f"task.pair_rules={rules}", *sets])
     rid = cfg.run_id()
     final = {"id_acc": 0.99, "ood_inferential_acc": inf[0], "ood_symmetric_acc": sym[0]}
     best = {"id_acc": 1.0, "ood_inferential_acc": inf[1], "ood_symmetric_acc": sym[1]}
@@ -53,33 +53,41 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
     for seed, lr, inf, sym in ((0, 1e-4, (0.4, 0.9), (0.1, 0.2)), (0, 2e-4, (0.1, 0.3), (0.8, 0.9)),
                                (1, 1e-4, (0.2, 0.5), (0.3, 0.4)), (1, 2e-4, (0.6, 0.7), (0.0, 0.1))):
         _fake_run(tmp_path / "a", 0.8, lr, seed, *papers, inf, sym,
-                  **({"device": "cuda: NVIDIA H200"} if seed else
+                  **({"device": "cpu: Some CPU (AVX512)"} if seed else
                      {"precision": {"matmul_dtype": "bfloat16", "reason": "train.amp=auto: this CPU multiplies "
                                                                         "bfloat16 in hardware (AVX512)"}}))
     _fake_run(tmp_path / "b", 0.3, 1e-4, 0, *other, (0.0, 0.1), (1.0, 1.0), steps=PAPER_STEPS // 2)
+    # the GPU twin of a gamma-0.8 run (compiled, so another run id): its own cell, never mixed with the CPU's
+    _fake_run(tmp_path / "b", 0.8, 1e-4, 0, *papers, (0.0, 0.05), (0.95, 0.97), sets=["train.compile=true"],
+              device="cuda: NVIDIA H200")
     out = tmp_path / "fig2_cell_cpu.csv"
     assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)]) == 0
     rows = pd.read_csv(out)
-    assert list(rows.columns[: len(COLUMNS)]) == COLUMNS and len(rows) == 5
+    assert list(rows.columns[: len(COLUMNS)]) == COLUMNS and len(rows) == 6
     assert set(rows.paper_gamma) == {0.3, 0.8} and set(rows.clock) == {0.5, 1.0}
     r = rows[(rows.paper_gamma == 0.8) & (rows.seed == 0) & (rows.peak_lr == 2e-4)].iloc[0]
     assert (r.inferential_best, r.symmetric_best, r.inferential_final, r.symmetric_final) == (0.3, 0.9, 0.1, 0.8)
     assert r.op_set.startswith("{1:+5,2:+1,3:-2,4:-8} (4,3) held out") and r.precision == "bfloat16"
     # the device: final.json's, else the one its precision reason names, else unrecorded
-    assert r.device == "cpu" and set(rows[rows.seed == 1].device) == {"cuda: NVIDIA H200"}
+    assert r.device == "cpu" and set(rows[rows.seed == 1].device) == {"cpu: Some CPU (AVX512)"}
     assert rows[rows.paper_gamma == 0.3].iloc[0].device == "unrecorded"
+    assert (rows.device == "cuda: NVIDIA H200").sum() == 1
     cells = pd.read_csv(tmp_path / "fig2_cell_cpu_cells.csv")
-    assert list(cells.lrs) == ["all", "all", "[1.1e-4, 3.3e-4]"]   # gamma 0.3 has no peak inside the range
+    # gamma 0.3 and the GPU twin (peak 1e-4) have no peak inside the range
+    assert list(cells.lrs) == ["all", "all", "[1.1e-4, 3.3e-4]", "all"] and list(cells.devices)[-1] == "cuda"
+    gpu = cells[(cells.devices == "cuda") & (cells.lrs == "all")].iloc[0]
+    assert (gpu.n_runs, gpu.inferential_best, gpu.symmetric_best) == (1, 0.05, 0.97)
+    cells = cells[cells.devices != "cuda"]
     c = cells[(cells.paper_gamma == 0.8) & (cells.lrs == "all")].iloc[0]
     assert math.isclose(c.inferential_best, (0.9 + 0.7) / 2) and math.isclose(c.symmetric_best, (0.9 + 0.4) / 2)
     assert math.isclose(c.inferential_per_run, 1 / 4) and c.n_seeds == 2 and c.n_runs == 4
-    assert c.devices == "cpu+cuda" and set(cells[cells.paper_gamma == 0.3].devices) == {"unrecorded"}
+    assert c.devices == "cpu" and set(cells[cells.paper_gamma == 0.3].devices) == {"unrecorded"}
     # the paper's corrected range keeps only the 2e-4 runs: each seed's best is that run's
     c = cells[(cells.paper_gamma == 0.8) & (cells.lrs != "all")].iloc[0]
     assert math.isclose(c.inferential_best, (0.3 + 0.7) / 2) and math.isclose(c.symmetric_best, (0.9 + 0.1) / 2)
     assert c.n_runs == 2
     seeds = pd.read_csv(tmp_path / "fig2_cell_cpu_seeds.csv")
-    s0 = seeds[(seeds.paper_gamma == 0.8) & (seeds.seed == 0) & (seeds.lrs == "all")].iloc[0]
+    s0 = seeds[(seeds.paper_gamma == 0.8) & (seeds.seed == 0) & (seeds.lrs == "all") & (seeds.devices == "cpu")].iloc[0]
     assert (s0.inferential_best, s0.symmetric_best, s0.n_lrs) == (0.9, 0.9, 2)   # each mapping's best lr
     assert main([str(tmp_path / "a"), "--out", str(tmp_path / "wide.csv"), "--lr-range", "none"]) == 0
     assert set(pd.read_csv(tmp_path / "wide_cells.csv").lrs) == {"all"}
@@ -89,7 +97,7 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
     for bad in ("1e-4", "3e-4,1e-4", "a,b"):
         with pytest.raises(SystemExit):
             main([str(tmp_path / "a"), "--out", str(tmp_path / "x.csv"), "--lr-range", bad])
-    assert "5 runs; wrote" in capsys.readouterr().out
+    assert "6 runs; wrote" in capsys.readouterr().out
     assert (tmp_path / "fig2_cell_cpu.png").stat().st_size > 5000
 
 

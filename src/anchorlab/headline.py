@@ -30,7 +30,10 @@ EXTRA = ["clock", "n_layers", "id_best", "steps", "gamma", "ref_width", "d_model
          "status", "wall_seconds", "run_id"]
 
 
-CELL_KEYS = ["clock", "n_layers", "op_set", "paper_gamma"]   # a cell of the tables
+ROW_ORDER = ["clock", "n_layers", "op_set", "paper_gamma", "peak_lr", "seed"]   # a run table's order
+# a cell of the tables; ``devices``: the kind of device its runs trained on (``cpu``, ``cuda``, ...), so that
+# the same configs on two machines make two cells, never one that mixes them
+CELL_KEYS = ["clock", "n_layers", "op_set", "paper_gamma", "devices"]
 TABLE_KEYS = [*CELL_KEYS, "lrs"]   # ... read over every peak lr ("all") or over a range of them
 # the paper's peak range [1e-4, 3e-4] after the batch and width corrections (x 1.1, docs/headline.md),
 # fixed before the runs: the papers' rule is read over the peaks inside it and over every peak run
@@ -64,6 +67,7 @@ def parse_lr_range(text: str) -> tuple[float, float] | None:
 def lr_readings(rows: pd.DataFrame, lr_range: tuple[float, float] | None = PAPER_LR_RANGE) -> pd.DataFrame:
     """A run table twice, as the two readings of the papers' rule: every run (``lrs`` = "all") and the runs
     whose peak lr lies in ``lr_range`` (``lrs`` = "[LO, HI]"); ``None``: the first only."""
+    rows = rows.assign(devices=device_kind(rows.device))
     out = [rows.assign(lrs=ALL_LRS)]
     if lr_range is not None:
         lo, hi = checked_lr_range(*lr_range)
@@ -94,6 +98,11 @@ def device_of(final: Mapping[str, Any]) -> str:
     return "cuda" if "on cuda" in reason else "cpu" if "CPU" in reason else "unrecorded"
 
 
+def device_kind(device: pd.Series) -> pd.Series:
+    """``cuda: NVIDIA H200`` -> ``cuda``: the part of a run table's ``device`` that keys its cells."""
+    return device.fillna("unrecorded").astype(str).str.split(":").str[0]
+
+
 def cell_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """final.json dicts -> one row per run with :data:`COLUMNS` then :data:`EXTRA`; ``clock`` is the
     run's planned steps (``total_steps``, else ``steps``) over the paper's 92,190 (1.0: the paper's
@@ -118,21 +127,17 @@ def cell_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         "id_best": c.best_id_acc, "steps": c.steps, "gamma": c["init.gamma"], "ref_width": c["init.ref_width"],
         "d_model": c["model.d_model"], "precision": c.run_id.map(precision), "device": c.run_id.map(device), "status": c.status,
         "wall_seconds": c.wall_seconds, "run_id": c.run_id})
-    return out.sort_values(["clock", "n_layers", "op_set", "paper_gamma", "peak_lr", "seed"]).reset_index(drop=True)
+    return out.sort_values(ROW_ORDER).reset_index(drop=True)
 
 
 def cell_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9,
                lr_range: tuple[float, float] | None = PAPER_LR_RANGE) -> pd.DataFrame:
     """:func:`cell_rows` -> one row per (clock, depth, op set, paper gamma, lrs): the papers' cell (mean over
     seeds of the best over lrs and training, each mapping on its own) beside the per-run rates, over every
-    peak and over the peaks in ``lr_range`` (:func:`lr_readings`); ``devices``: the kinds of device its runs
-    trained on (``cpu``, ``cuda``, ``cpu+cuda``), so that a cell mixing machines says so."""
+    peak and over the peaks in ``lr_range`` (:func:`lr_readings`); a cell per kind of device (``devices``)."""
     from .eval.judgement import paper_cells
 
-    cells = paper_cells(_judged(lr_readings(rows, lr_range)), TABLE_KEYS, threshold, id_min)
-    kinds = (_judged(rows).assign(kind=lambda r: r.device.astype(str).str.split(":").str[0])
-             .groupby(CELL_KEYS).kind.agg(lambda k: "+".join(sorted(set(k)))).rename("devices").reset_index())
-    return _all_first(cells.merge(kinds, on=CELL_KEYS, how="left"))
+    return _all_first(paper_cells(_judged(lr_readings(rows, lr_range)), TABLE_KEYS, threshold, id_min))
 
 
 def _judged(rows: pd.DataFrame) -> pd.DataFrame:
@@ -156,7 +161,7 @@ def with_earlier(new: pd.DataFrame, old: pd.DataFrame) -> pd.DataFrame:
 
 def join_rows(new: pd.DataFrame, old: pd.DataFrame) -> pd.DataFrame:
     """:func:`with_earlier` for run tables, sorted as :func:`cell_rows` sorts."""
-    return with_earlier(new, old).sort_values([*CELL_KEYS, "peak_lr", "seed"]).reset_index(drop=True)
+    return with_earlier(new, old).sort_values(ROW_ORDER).reset_index(drop=True)
 
 
 CURVE_COLUMNS = ["run_id", "step", "id_acc", "inferential", "symmetric"]
@@ -285,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--lr-range: must be LO,HI (two numbers, 0 < LO <= HI) or none, got {a.lr_range!r}")
     rows, cells, paths = write_tables(a.sweep_dirs, a.out, a.threshold, a.id_min, a.with_rows, lr_range)
     if len(cells):
-        cols = ["clock", "n_layers", "op_set", "paper_gamma", "lrs", "n_seeds", "n_runs", "id_best", "inferential_best",
+        cols = ["clock", "n_layers", "op_set", "paper_gamma", "devices", "lrs", "n_seeds", "n_runs", "id_best", "inferential_best",
                 "symmetric_best", "inferential_per_run", "symmetric_per_run"]
         with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 50):
             print(cells[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))

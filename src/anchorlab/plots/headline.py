@@ -1,7 +1,7 @@
 """The Fig. 2 cell at CPU scale beside the paper's values (draw only; the table is
 :func:`anchorlab.headline.cell_table`).
 
-:func:`plot_cell`: one panel per (clock, op set) at depth 2; per paper gamma, bars of the papers'
+:func:`plot_cell`: one panel per (clock, op set, kind of device) at depth 2; per paper gamma, bars of the papers'
 cell (mean over seeds of the best over lrs and training) for the inferential and the symmetric
 mapping, dots of the per-run rates beside them, hatching where the cell's mean best ID < 0.9, and
 the paper's values (NeurIPS Fig. 2, depth 2: symmetric >= 0.9 at gamma 0.3, inferential >= 0.9 at
@@ -34,14 +34,16 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
     if "lrs" not in t:
         t = t.assign(lrs="all")
     rows_ = sorted({(c, r) for c, r in zip(t.clock, t.lrs)}, key=lambda cr: (cr[0], cr[1] != "all", cr[1]))
-    ops = sorted(t.op_set.unique())
+    if "devices" not in t:
+        t = t.assign(devices="cpu")
+    ops = sorted({(o, d) for o, d in zip(t.op_set, t.devices)})   # a column per op set and kind of device
     rate = "per-run rate" + (f" (OOD >= {t.threshold.iloc[0]:g}, ID >= {id_min:g})" if "threshold" in t else "")
     fig = Figure(figsize=(3.6 * len(ops) + 0.6, 2.9 * len(rows_) + 0.6))
     axes = np.atleast_2d(fig.subplots(len(rows_), len(ops), squeeze=False, sharey=True))
     for i, (clock, lrs) in enumerate(rows_):
-        for j, op in enumerate(ops):
+        for j, (op, kind) in enumerate(ops):
             ax = axes[i, j]
-            c = t[(t.clock == clock) & (t.lrs == lrs) & (t.op_set == op)].sort_values("paper_gamma")
+            c = t[(t.clock == clock) & (t.lrs == lrs) & (t.op_set == op) & (t.devices == kind)].sort_values("paper_gamma")
             x = np.arange(len(c))
             for k, (m, color) in enumerate(MAPS):
                 off = (k - 0.5) * 0.38
@@ -65,8 +67,7 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
             ax.set_ylim(0, 1.05)
             ax.axhline(0.5, color="gray", lw=0.6, ls=":")
             which = "every peak lr" if lrs == "all" else f"peak lrs {lrs}"
-            kinds = sorted(set("+".join(c.devices.astype(str)).split("+"))) if "devices" in c and len(c) else []
-            where = f" ({'+'.join(kinds)})" if kinds and kinds != ["cpu"] else ""   # a GPU's cells say so
+            where = "" if kind == "cpu" else f" ({kind})"   # a GPU's cells say so
             ax.set_title(f"{op.split(' (')[0]}{where}\nclock {clock:g}x, {which}", fontsize=8)
             if j == 0:
                 ax.set_ylabel("held-out pair accuracy")
@@ -91,7 +92,8 @@ def plot_curves(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> Fig
     t = rows[(rows.n_layers == depth) & rows.paper_gamma.notna() & rows.run_id.isin(curves.run_id)]
     if t.empty:
         raise ConfigError(f"no depth-{depth} run with a paper gamma has a trajectory")
-    panels = sorted({(c, o, g) for c, o, g in zip(t.clock, t.op_set, t.paper_gamma)})
+    t = t.assign(kind=t.device.fillna("unrecorded").astype(str).str.split(":").str[0] if "device" in t else "cpu")
+    panels = sorted({(c, o, g, k) for c, o, g, k in zip(t.clock, t.op_set, t.paper_gamma, t.kind)})
     seeds = sorted(t.seed.unique())
     lrs = sorted(t.peak_lr.unique())
     cmap = colormaps["viridis"]
@@ -102,17 +104,18 @@ def plot_curves(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> Fig
     height = 2.3 * len(panels) + 0.3 + 0.18 * n_leg
     fig = Figure(figsize=(max(3.3 * len(seeds) + 0.4, 6.0), height))
     axes = np.atleast_2d(fig.subplots(len(panels), len(seeds), squeeze=False, sharey=True))
-    for i, (clock, op, g) in enumerate(panels):
+    for i, (clock, op, g, kind) in enumerate(panels):
         for j, seed in enumerate(seeds):
             ax = axes[i, j]
-            sel = t[(t.clock == clock) & (t.op_set == op) & (t.paper_gamma == g) & (t.seed == seed)]
+            sel = t[(t.clock == clock) & (t.op_set == op) & (t.paper_gamma == g) & (t.kind == kind) & (t.seed == seed)]
             for _, r in sel.sort_values("peak_lr").iterrows():
                 c = of_run[r.run_id]
                 ax.plot(c.step, c.inferential, "-", color=color[r.peak_lr], lw=1.1)
                 ax.plot(c.step, c.symmetric, "--", color=color[r.peak_lr], lw=1.1)
             ax.set_ylim(-0.02, 1.02)
             ax.axhline(0.5, color="gray", lw=0.6, ls=":")
-            ax.set_title(f"{op.split(' (')[0]} clock {clock:g}x\npaper gamma {g:g}, seed {seed} "
+            where = "" if kind == "cpu" else f" ({kind})"
+            ax.set_title(f"{op.split(' (')[0]} clock {clock:g}x{where}\npaper gamma {g:g}, seed {seed} "
                          f"({len(sel)} lr)", fontsize=7.5)
             if j == 0:
                 ax.set_ylabel("held-out pair acc.", fontsize=8)
