@@ -45,6 +45,8 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
             ax = axes[i, j]
             c = t[(t.clock == clock) & (t.lrs == lrs) & (t.op_set == op) & (t.devices == kind)].sort_values("paper_gamma")
             x = np.arange(len(c))
+            if c.empty:
+                ax.text(0.5, 0.5, "no runs yet", ha="center", va="center", transform=ax.transAxes, color="gray")
             for k, (m, color) in enumerate(MAPS):
                 off = (k - 0.5) * 0.38
                 bars = ax.bar(x + off, c[f"{m}_best"].to_numpy(float), 0.36, color=color,
