@@ -82,7 +82,7 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
 
 
 def plot_curves(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> Figure:
-    """The held-out pair's accuracy over training, per run: one panel per (clock, op set, paper gamma) row
+    """The held-out pair's accuracy over training, per run: one panel per (clock, op set, paper gamma, kind of device: ``devices``) row
     and seed column; a colour per peak lr, solid the inferential mapping, dashed the symmetric (the best
     over training, which the papers' cell takes, is the top of these lines)."""
     from matplotlib import colormaps
@@ -94,8 +94,9 @@ def plot_curves(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> Fig
     t = rows[(rows.n_layers == depth) & rows.paper_gamma.notna() & rows.run_id.isin(curves.run_id)]
     if t.empty:
         raise ConfigError(f"no depth-{depth} run with a paper gamma has a trajectory")
-    t = t.assign(kind=t.device.fillna("unrecorded").astype(str).str.split(":").str[0] if "device" in t else "cpu")
-    panels = sorted({(c, o, g, k) for c, o, g, k in zip(t.clock, t.op_set, t.paper_gamma, t.kind)})
+    if "devices" not in t:      # the kind of device, as the cells table keys it
+        t = t.assign(devices="cpu")
+    panels = sorted({(c, o, g, k) for c, o, g, k in zip(t.clock, t.op_set, t.paper_gamma, t.devices)})
     seeds = sorted(t.seed.unique())
     lrs = sorted(t.peak_lr.unique())
     cmap = colormaps["viridis"]
@@ -109,7 +110,7 @@ def plot_curves(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> Fig
     for i, (clock, op, g, kind) in enumerate(panels):
         for j, seed in enumerate(seeds):
             ax = axes[i, j]
-            sel = t[(t.clock == clock) & (t.op_set == op) & (t.paper_gamma == g) & (t.kind == kind) & (t.seed == seed)]
+            sel = t[(t.clock == clock) & (t.op_set == op) & (t.paper_gamma == g) & (t.devices == kind) & (t.seed == seed)]
             for _, r in sel.sort_values("peak_lr").iterrows():
                 c = of_run[r.run_id]
                 ax.plot(c.step, c.inferential, "-", color=color[r.peak_lr], lw=1.1)
