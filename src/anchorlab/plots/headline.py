@@ -82,8 +82,8 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
 
 
 def plot_curves(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> Figure:
-    """The held-out pair's accuracy over training, per run: one panel per (clock, op set, paper gamma, kind of device: ``devices``) row
-    and seed column; a colour per peak lr, solid the inferential mapping, dashed the symmetric (the best
+    """The held-out pair's accuracy over training, per run: one panel per (clock, op set, paper gamma, kind
+    of device ``devices``) row and seed column; a colour per peak lr, solid the inferential mapping, dashed the symmetric (the best
     over training, which the papers' cell takes, is the top of these lines)."""
     from matplotlib import colormaps
 
