@@ -66,3 +66,22 @@ def test_contrast_by_the_papers_rule_at_both_thresholds_beside_the_per_run_rates
     assert r.loc[0.5, "large_memorizes_per_run"] == pytest.approx(5 / 6)
     assert r.loc[0.8, "large_memorizes_per_run"] == pytest.approx(4 / 6)
     assert r.loc[0.5, "cells"] == 1 and r.loc[0.5, "runs"] == 12
+
+
+def test_cell_solution_reads_both_mappings_and_the_strict_contrast_asks_the_other_below():
+    from anchorlab.eval.judgement import cell_solution
+
+    assert cell_solution(0.95, 0.7, 0.2, 0.5) == "composes" and cell_solution(0.95, 0.2, 0.7, 0.5) == "memorizes"
+    assert cell_solution(0.95, 0.6, 0.9, 0.5) == "both" and cell_solution(0.95, 0.3, 0.4, 0.5) == "neither"
+    assert cell_solution(0.85, 0.9, 0.0, 0.5) == "unfit" and cell_solution(float("nan"), 0.9, 0.0, 0.5) == "unfit"
+    # the hand-made small init passes the papers' rule at 0.5 (inferential 0.65) but its mirror's best is 0.8
+    cells = contrast_cells(_runs(), "large_init", "small_init", thresholds=(0.5, 0.8)).set_index("threshold")
+    assert cells.loc[0.5, "small_init.solution"] == "both" and cells.loc[0.8, "small_init.solution"] == "memorizes"
+    assert bool(cells.loc[0.5, "contrast"]) and not bool(cells.loc[0.5, "contrast_only"])
+    assert cells.large_memorizes_only.all() and not cells.small_composes_only.any()
+    r = contrast_rates(cells.reset_index(), "large_init", "small_init").set_index("threshold")
+    assert r.loc[0.5, "paper_contrast_rate"] == 1.0 and r.loc[0.5, "paper_contrast_only_rate"] == 0.0
+    # the same small init with its mirror never reached: the strict reading agrees with the papers' rule
+    low = _runs().assign(best_ood_symmetric_acc=lambda d: d.best_ood_symmetric_acc.where(d.setting == "large_init", 0.1))
+    strict = contrast_cells(low, "large_init", "small_init", thresholds=(0.5,))
+    assert strict.contrast_only.tolist() == [True] and strict["small_init.solution"].tolist() == ["composes"]

@@ -290,8 +290,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--lr-range: must be LO,HI (two numbers, 0 < LO <= HI) or none, got {a.lr_range!r}")
     rows, cells, paths = write_tables(a.sweep_dirs, a.out, a.threshold, a.id_min, a.with_rows, lr_range)
     if len(cells):
-        cols = ["clock", "n_layers", "op_set", "paper_gamma", "devices", "lrs", "n_seeds", "n_runs", "id_best", "inferential_best",
-                "symmetric_best", "inferential_per_run", "symmetric_per_run"]
+        cols = ["clock", "n_layers", "op_set", "paper_gamma", "devices", "lrs", "n_seeds", "n_runs", "id_best",
+                "inferential_best", "symmetric_best", "inferential_per_run", "symmetric_per_run", "solution"]
         with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 50):
             print(cells[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"{len(rows)} runs; wrote {', '.join(map(str, paths))}")

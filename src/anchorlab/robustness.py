@@ -228,7 +228,8 @@ def summary_lines(rates_table: pd.DataFrame, n_lrs: int, n_seeds: int, id_min: f
             f"OOD >= {r.threshold:g} (ID >= {id_min:g}): papers' rule (best of {n_lrs} lr(s) and of training, mean over "
             f"{n_seeds} seed(s)): contrast in {round(r.paper_contrast_rate * n)}/{n} op set(s) (large init "
             f"memorizes {round(r.paper_large_memorizes_rate * n)}/{n}, small init composes "
-            f"{round(r.paper_small_composes_rate * n)}/{n}); per run (each lr and seed, final): contrast in "
+            f"{round(r.paper_small_composes_rate * n)}/{n}; with the other mapping's best below {r.threshold:g} too: "
+            f"{round(r.paper_contrast_only_rate * n)}/{n}); per run (each lr and seed, final): contrast in "
             f"{r.contrast_rate:.0%} of {int(r.cases)} cases (large init memorizes {r.large_memorizes_per_run:.0%}, "
             f"small init composes {r.small_composes_per_run:.0%} of runs)")
     return out

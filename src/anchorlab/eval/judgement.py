@@ -59,7 +59,7 @@ def paper_cells(runs: pd.DataFrame, keys: Sequence[str], threshold: float, id_mi
     ``n_seeds``; ``<mapping>_final``: mean final accuracy over every run of the cell;
     ``inferential_per_run`` / ``symmetric_per_run``: the fraction of the cell's runs (each lr and seed
     on its own, final metrics) with ID >= ``id_min`` and that mapping >= ``threshold``; ``n_runs``;
-    ``threshold``, ``id_min``.
+    ``threshold``, ``id_min``; ``solution``: the cell read on both mappings at once (:func:`cell_solution`).
     """
     if not 0.0 <= threshold <= 1.0 or not 0.0 <= id_min <= 1.0:
         raise ConfigError(f"threshold: must be in [0, 1], got {threshold!r} (id_min {id_min!r})")
@@ -76,7 +76,21 @@ def paper_cells(runs: pd.DataFrame, keys: Sequence[str], threshold: float, id_mi
         n_runs=(MAPPINGS["id"], "size"))
     out = pd.concat([cells, per_run], axis=1).reset_index().drop(columns="_cell")
     out["threshold"], out["id_min"] = float(threshold), float(id_min)
+    out["solution"] = [cell_solution(i, a, b, threshold, id_min) for i, a, b in
+                       zip(out.id_best, out.inferential_best, out.symmetric_best)]
     return out
+
+
+def cell_solution(id_best: float, inferential_best: float, symmetric_best: float, threshold: float,
+                  id_min: float = 0.9) -> str:
+    """A papers' cell read on both mappings, as the paper's two panels are read together: ``unfit`` (mean
+    best ID < ``id_min``), ``composes`` (inferential >= threshold, symmetric below it), ``memorizes`` (the
+    reverse), ``both`` (each mapping reached the threshold at some lr and time: best over training selects
+    each mapping on its own, so a cell can pass both), ``neither``."""
+    if not id_best >= id_min:
+        return "unfit"
+    inf, sym = inferential_best >= threshold, symmetric_best >= threshold
+    return {(True, False): "composes", (False, True): "memorizes", (True, True): "both"}.get((inf, sym), "neither")
 
 
 def contrast_cells(runs: pd.DataFrame, large: str, small: str, thresholds: Sequence[float] = (0.5, 0.8),
@@ -87,6 +101,10 @@ def contrast_cells(runs: pd.DataFrame, large: str, small: str, thresholds: Seque
     For each setting, its cell (:func:`paper_cells`); ``large_memorizes``: the large-init cell fits
     (mean best ID >= ``id_min``) and its mean best symmetric accuracy >= threshold; ``small_composes``:
     the small-init cell fits and its mean best inferential accuracy >= threshold; ``contrast``: both.
+    The stricter reading, ``*_only`` (``large_memorizes_only``, ``small_composes_only``, ``contrast_only``),
+    also asks the other mapping's mean best to stay below the threshold (each cell's ``solution`` is
+    ``memorizes`` / ``composes``): a small-init cell that composes early and then takes the mirror passes
+    the papers' rule but not this one.
     Beside them the per-run rates ``large_memorizes_per_run`` / ``small_composes_per_run`` (fraction of
     that setting's runs, each lr and seed on its own) and each side's numbers, prefixed by its name.
     """
@@ -103,6 +121,9 @@ def contrast_cells(runs: pd.DataFrame, large: str, small: str, thresholds: Seque
         w["large_memorizes"] = (w[f"{large}.id_best"] >= id_min) & (w[f"{large}.symmetric_best"] >= t)
         w["small_composes"] = (w[f"{small}.id_best"] >= id_min) & (w[f"{small}.inferential_best"] >= t)
         w["contrast"] = w.large_memorizes & w.small_composes
+        w["large_memorizes_only"] = w[f"{large}.solution"].eq("memorizes")
+        w["small_composes_only"] = w[f"{small}.solution"].eq("composes")
+        w["contrast_only"] = w.large_memorizes_only & w.small_composes_only
         w["large_memorizes_per_run"] = w[f"{large}.symmetric_per_run"]
         w["small_composes_per_run"] = w[f"{small}.inferential_per_run"]
         rows.append(w)
@@ -111,7 +132,8 @@ def contrast_cells(runs: pd.DataFrame, large: str, small: str, thresholds: Seque
 
 def contrast_rates(cells: pd.DataFrame, large: str, small: str, by: Sequence[str] = ()) -> pd.DataFrame:
     """One row per (by..., threshold) from :func:`contrast_cells`: the papers' rule over cases
-    (``paper_contrast_rate``, ``paper_large_memorizes_rate``, ``paper_small_composes_rate``; ``cells``: cases)
+    (``paper_contrast_rate``, ``paper_large_memorizes_rate``, ``paper_small_composes_rate``; ``cells``: cases),
+    its stricter reading (``paper_contrast_only_rate``: the other mapping's best below the threshold too)
     and the per-run rates over every run (``large_memorizes_per_run``, ``small_composes_per_run``,
     weighted by each case's runs)."""
     rows = []
@@ -126,6 +148,7 @@ def contrast_rates(cells: pd.DataFrame, large: str, small: str, by: Sequence[str
                      "paper_contrast_rate": float(g.contrast.mean()),
                      "paper_large_memorizes_rate": float(g.large_memorizes.mean()),
                      "paper_small_composes_rate": float(g.small_composes.mean()),
+                     "paper_contrast_only_rate": float(g.contrast_only.mean()),
                      "large_memorizes_per_run": weighted(f"{large}.symmetric_per_run", f"{large}.n_runs"),
                      "small_composes_per_run": weighted(f"{small}.inferential_per_run", f"{small}.n_runs"),
                      "runs": int(g[f"{large}.n_runs"].sum() + g[f"{small}.n_runs"].sum())})

@@ -64,8 +64,9 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
                     ax.plot(xi + off, v, "v", color="black", mfc="none", ms=7,
                             label=None if labelled else "paper, depth 2 (>=)")
                     labelled = True
-            ax.set_xticks(x, [f"{g:g}\n{int(n)} seed{'s' if n != 1 else ''}"
-                              for g, n in zip(c.paper_gamma, c.n_seeds)])
+            sol = c.solution if "solution" in c else [""] * len(c)   # the cell read on both mappings
+            ax.set_xticks(x, [f"{g:g}\n{int(n)} seed{'s' if n != 1 else ''}" + (f"\n{s}" if s else "")
+                              for g, n, s in zip(c.paper_gamma, c.n_seeds, sol)], fontsize=8)
             ax.set_ylim(0, 1.05)
             ax.axhline(0.5, color="gray", lw=0.6, ls=":")
             which = "every peak lr" if lrs == "all" else f"peak lrs {lrs}"
@@ -77,7 +78,7 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
                 ax.set_xlabel("paper gamma (std at width 400)")
     axes[0, 0].bar([0], [0], 0, color="white", edgecolor="black", hatch="//", label=f"hatched: mean best ID < {id_min:g}")
     fig.legend(loc="lower center", ncol=3, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.tight_layout(rect=(0, 0.75 / fig.get_figheight(), 1, 1))   # the legend's two rows, whatever the height
     return fig
 
 
