@@ -82,6 +82,10 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
     assert math.isclose(c.inferential_best, (0.9 + 0.7) / 2) and math.isclose(c.symmetric_best, (0.9 + 0.4) / 2)
     assert math.isclose(c.inferential_per_run, 1 / 4) and c.n_seeds == 2 and c.n_runs == 4
     assert c.devices == "cpu" and set(cells[cells.paper_gamma == 0.3].devices) == {"unrecorded"}
+    # both mappings passed 0.5 at some lr and time: the papers' rule reads composes, the cell reads "both"
+    assert c.solution == "both"
+    md = (tmp_path / "fig2_cell_cpu_map.md").read_text()   # the map at a glance, one table per lr reading
+    assert md.count("| clock | depth |") == 2 and "| 0.8 | 2 (4) | 0.80 / 0.65 (1.00) | both | 1/4 / " in md
     # the paper's corrected range keeps only the 2e-4 runs: each seed's best is that run's
     c = cells[(cells.paper_gamma == 0.8) & (cells.lrs != "all")].iloc[0]
     assert math.isclose(c.inferential_best, (0.3 + 0.7) / 2) and math.isclose(c.symmetric_best, (0.9 + 0.1) / 2)

@@ -140,6 +140,27 @@ def cell_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9,
     return _all_first(paper_cells(_judged(lr_readings(rows, lr_range)), TABLE_KEYS, threshold, id_min))
 
 
+def cells_markdown(cells: pd.DataFrame) -> str:
+    """:func:`cell_table` -> the map at a glance, a Markdown table per reading of the lrs (``lrs``): per (clock,
+    depth, op set, device, paper gamma) the papers' cell (inferential / symmetric, mean best ID), how it reads
+    on both mappings (``solution``), and the per-run rate as counts of runs (final ID >= id_min and that
+    mapping >= the threshold)."""
+    out = []
+    t, i = cells.iloc[0].threshold, cells.iloc[0].id_min
+    for lrs, g in cells.groupby("lrs", sort=False):
+        which = "every peak lr run" if lrs == ALL_LRS else f"the peaks in {lrs}"
+        out += [f"Over {which}; OOD >= {t:g}, ID >= {i:g}.", "",
+                "| clock | depth | op set | device | paper gamma | seeds (runs) | papers' cell: inferential / "
+                "symmetric (ID) | reads | per run: composes / memorizes |", "|" + "---|" * 9]
+        for r in g.sort_values(CELL_KEYS).itertuples(index=False):
+            n = int(r.n_runs)
+            out.append(f"| {r.clock:g}x | {int(r.n_layers)} | {r.op_set} | {r.devices} | {r.paper_gamma:g} | "
+                       f"{int(r.n_seeds)} ({n}) | {r.inferential_best:.2f} / {r.symmetric_best:.2f} ({r.id_best:.2f}) | "
+                       f"{r.solution} | {round(r.inferential_per_run * n)}/{n} / {round(r.symmetric_per_run * n)}/{n} |")
+        out.append("")
+    return "\n".join(out)
+
+
 def _judged(rows: pd.DataFrame) -> pd.DataFrame:
     """The completed runs of a run table, under the column names :mod:`anchorlab.eval.judgement` reads."""
     return rows[rows.status.isin(["finished", "stopped_early", "diverged"])].rename(columns=TO_JUDGEMENT)
@@ -197,7 +218,8 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
                  ) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
     """Read every completed run of ``sweep_dirs`` (a run in several counts once) and the rows of the
     earlier tables ``with_rows`` whose runs are not among them, write ``out`` (the run rows),
-    ``<out stem>_cells.csv``, ``<out stem>_seeds.csv`` (:func:`seed_table`), ``<out stem>_curves.csv``
+    ``<out stem>_cells.csv``, ``<out stem>_map.md`` (:func:`cells_markdown`), ``<out stem>_seeds.csv``
+    (:func:`seed_table`), ``<out stem>_curves.csv``
     (:func:`curve_rows`; an earlier table's ``<stem>_curves.csv`` beside it joins as its rows do), the
     trajectories figure ``<out stem>_curves.png`` and the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) beside it;
     return both tables and the paths."""
@@ -220,6 +242,9 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
              atomic_write(out.with_name(out.stem + "_seeds.csv"), lambda p: seeds.to_csv(p, index=False)),
              atomic_write(out.with_name(out.stem + "_curves.csv"),
                           lambda p: curves.sort_values(["run_id", "step"]).to_csv(p, index=False))]
+    if len(cells) and cells.paper_gamma.notna().any():
+        md = cells_markdown(cells[cells.paper_gamma.notna()])
+        paths.append(atomic_write(out.with_name(out.stem + "_map.md"), lambda p: p.write_text(md)))
     if len(cells) and ((cells.n_layers == 2) & cells.paper_gamma.notna()).any():
         from .plots.headline import plot_cell
         from .plots.save import save_figure
