@@ -254,8 +254,8 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
         from .plots.headline import plot_curves
         from .plots.save import save_figure
 
-        paths += save_figure(plot_curves(rows.assign(devices=device_kind(rows.device)), curves), out.with_name(out.stem + "_curves"), formats=("png",),
-                             dpi=110)
+        kinds = rows.assign(devices=device_kind(rows.device))   # as lr_readings keys the cells
+        paths += save_figure(plot_curves(kinds, curves), out.with_name(out.stem + "_curves"), formats=("png",), dpi=110)
     return rows, cells, paths
 
 
