@@ -23,6 +23,11 @@ def test_outcome_rule():
     assert S.outcome(0.85, 0.9, 0.0) == "unfit"          # below the ID bar, whatever the OOD answer
     assert S.outcome(0.95, 0.6, 0.1, threshold=0.8) == "neither"
     assert S.outcome(float("nan"), 0.9, 0.0) == "unfit"
+    nan = float("nan")                                   # a mapping the task does not define
+    assert S.outcome(1.0, 0.7, nan) == "composes"
+    assert S.outcome(1.0, nan, 0.7) == "memorizes"
+    assert S.outcome(1.0, 0.3, nan) == "neither"
+    assert S.outcome(1.0, 0.6, 0.6) == "neither"         # a tie passes neither mapping
 
 
 def _table(n=40, signal=True, n_noise=12, seed=0):

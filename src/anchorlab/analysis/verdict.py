@@ -33,12 +33,13 @@ def outcome(id_acc: float, inferential: float, symmetric: float, threshold: floa
             id_min: float = 0.9) -> str:
     """A trained run's solution of the held-out pair: ``unfit`` below ``id_min`` ID accuracy; else
     ``composes`` / ``memorizes`` when the inferential / symmetric accuracy reaches ``threshold`` (the
-    journal's 0.5; the two answers differ, so at most one can pass 0.5), ``neither`` otherwise."""
+    journal's 0.5; the two answers differ, so at most one can pass 0.5), ``neither`` otherwise. A
+    mapping the task does not define (NaN, e.g. no mirror pair) never passes and never outranks the other."""
     if not id_acc >= id_min:
         return "unfit"
-    if inferential >= threshold and inferential > symmetric:
+    if inferential >= threshold and not symmetric >= inferential:
         return "composes"
-    if symmetric >= threshold and symmetric > inferential:
+    if symmetric >= threshold and not inferential >= symmetric:
         return "memorizes"
     return "neither"
 
