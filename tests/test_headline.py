@@ -18,7 +18,10 @@ def test_the_cell_specs_expand_to_the_documented_runs_and_share_them():
     clock = {r.run_id: r.config for r in expand(resolve_sweep("fig2_cell_clock_cpu"))}
     depth = {r.run_id: r.config for r in expand(resolve_sweep("fig2_depth_cpu"))}
     assert (len(cell), len(clock), len(depth)) == (243, 243, 96)
-    assert len(set(cell) & set(clock)) == 81 and len(set(cell) & set(depth)) == 18   # shared in one --out
+    assert len(set(cell) & set(clock)) == 81 and len(set(clock) & set(depth)) == 18   # shared in one --out
+    assert not set(cell) & set(depth)                          # the depth sweep runs the 1/2x clock
+    assert sorted({x.optim.peak for x in depth.values()}) == [1.25e-4, 1.77e-4, 2.5e-4]   # the corrected range
+    assert {x.model.n_layers for x in depth.values()} == {1, 2, 3, 4}
     c = next(iter(cell.values()))
     assert (c.model.d_model, c.model.d_head, c.model.d_ff, c.init.ref_width) == (128, 64, 384, 400)
     assert all(x.train.amp == "auto" for x in [*cell.values(), *clock.values(), *depth.values()])
@@ -103,6 +106,23 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
             main([str(tmp_path / "a"), "--out", str(tmp_path / "x.csv"), "--lr-range", bad])
     assert "6 runs; wrote" in capsys.readouterr().out
     assert (tmp_path / "fig2_cell_cpu.png").stat().st_size > 5000
+
+
+def test_two_depths_draw_fig2_and_one_depth_does_not(tmp_path):
+    from anchorlab.plots.headline import depth_groups
+
+    papers = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
+    for gamma, inf, sym in ((0.3, (0.0, 0.1), (0.9, 1.0)), (0.8, (0.8, 0.9), (0.0, 0.1))):
+        _fake_run(tmp_path / "a", gamma, 2e-4, 0, *papers, inf, sym)
+    assert main([str(tmp_path / "a"), "--out", str(tmp_path / "one.csv")]) == 0
+    assert not (tmp_path / "one_fig2.png").exists()                    # depth 2 alone: no diagram
+    _fake_run(tmp_path / "a", 0.8, 2e-4, 0, *papers, (0.1, 0.2), (0.0, 0.0), sets=["model.n_layers=1"])
+    assert main([str(tmp_path / "a"), "--out", str(tmp_path / "two.csv")]) == 0
+    cells = pd.read_csv(tmp_path / "two_cells.csv")
+    # one group: the papers' op set at 1x, read over the corrected range (2e-4 lies inside it)
+    assert depth_groups(cells) == [(1.0, cells.op_set.iloc[0], "unrecorded", "[1.1e-4, 3.3e-4]")]
+    assert (tmp_path / "two_fig2.png").stat().st_size > 5000
+    assert depth_groups(cells[cells.n_layers == 2]) == []
 
 
 def test_committed_rows_join_the_runs_found_and_a_run_found_wins(tmp_path):

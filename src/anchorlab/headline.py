@@ -221,7 +221,8 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
     ``<out stem>_cells.csv``, ``<out stem>_map.md`` (:func:`cells_markdown`), ``<out stem>_seeds.csv``
     (:func:`seed_table`), ``<out stem>_curves.csv``
     (:func:`curve_rows`; an earlier table's ``<stem>_curves.csv`` beside it joins as its rows do), the
-    trajectories figure ``<out stem>_curves.png`` and the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) beside it;
+    trajectories figure ``<out stem>_curves.png``, the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) and, once
+    two depths have cells, NeurIPS Fig. 2 as ``<out stem>_fig2.png`` (:func:`plot_depth`) beside it;
     return both tables and the paths."""
     from .io import atomic_write
     from .sweep.results import unique_finals
@@ -250,6 +251,12 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
         from .plots.save import save_figure
 
         paths += save_figure(plot_cell(cells, id_min=id_min), out.with_suffix(""), formats=("png",), dpi=130)
+    if len(cells) and "n_layers" in cells:
+        from .plots.headline import depth_groups, plot_depth
+        from .plots.save import save_figure
+
+        if depth_groups(cells):   # NeurIPS Fig. 2 (gamma x depth) once two depths have cells
+            paths += save_figure(plot_depth(cells, id_min), out.with_name(out.stem + "_fig2"), formats=("png",), dpi=120)
     if len(curves) and rows.paper_gamma.notna().any():
         from .plots.headline import plot_curves
         from .plots.save import save_figure

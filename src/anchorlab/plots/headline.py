@@ -6,6 +6,11 @@ cell (mean over seeds of the best over lrs and training) for the inferential and
 mapping, dots of the per-run rates beside them, hatching where the cell's mean best ID < 0.9, and
 the paper's values (NeurIPS Fig. 2, depth 2: symmetric >= 0.9 at gamma 0.3, inferential >= 0.9 at
 gamma 0.8) as triangles.
+
+:func:`plot_depth`: NeurIPS Fig. 2 at CPU scale, a row per (clock, op set, kind of device, lr reading) whose
+cells span two or more depths: the papers' cell under the symmetric and the inferential mapping over paper
+gamma x depth, the per-run rate under each value, hatching where the mean best ID < 0.9, and the paper's
+reading of its diagram in the title.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from ..config import ConfigError
 
 MAPS = (("inferential", "#4393c3"), ("symmetric", "#d6604d"))
 PAPER = {0.3: ("symmetric", 0.9), 0.8: ("inferential", 0.9)}   # NeurIPS Fig. 2, depth 2 (lower bounds)
+PAPER_DIAGRAM = ("paper (NeurIPS Fig. 2, width 400, 1x): symmetric near 1 at small gamma, inferential near 1 at "
+                 "large gamma,\nseen-pair accuracy < 90% (shadow) where the init is large and the model deep")
 
 
 def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figure:
@@ -131,4 +138,52 @@ def plot_curves(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> Fig
                 axes[0, 0].plot([], [], "--", color="black", label="symmetric")[0]]
     fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, (0.12 + 0.18 * n_leg) / height, 1, 1))
+    return fig
+
+
+def depth_groups(cells: pd.DataFrame) -> list[tuple]:
+    """The (clock, op set, devices, lrs) groups of ``cells`` with a paper gamma and two or more depths; per
+    (clock, op set, devices) the lr-range reading where there is one, else every peak (``all``)."""
+    t = cells[cells.paper_gamma.notna()]
+    t = t.assign(**{k: v for k, v in (("lrs", "all"), ("devices", "cpu")) if k not in t})
+    out = []
+    for (clock, op, dev), g in t.groupby(["clock", "op_set", "devices"], sort=True):
+        lrs = next((r for r in sorted(set(g.lrs)) if r != "all"), "all")
+        if g[g.lrs == lrs].n_layers.nunique() >= 2:
+            out.append((clock, op, dev, lrs))
+    return out
+
+
+def plot_depth(cells: pd.DataFrame, id_min: float = 0.9) -> Figure:
+    """A row of two heatmaps (symmetric, inferential) over paper gamma x depth per :func:`depth_groups` group."""
+    from .phase import draw_mapping_pair
+
+    groups = depth_groups(cells)
+    if not groups:
+        raise ConfigError("cell table has no (clock, op set) with a paper gamma at two or more depths")
+    t = cells.assign(**{k: v for k, v in (("lrs", "all"), ("devices", "cpu")) if k not in cells})
+    fig = Figure(figsize=(11, 3.8 * len(groups) + 0.6))
+    axes = np.atleast_2d(fig.subplots(len(groups), 2, squeeze=False))
+    for row, (clock, op, dev, lrs) in zip(axes, groups):
+        c = t[(t.clock == clock) & (t.op_set == op) & (t.devices == dev) & (t.lrs == lrs)]
+        c = c.assign(paper_gamma=c.paper_gamma.astype(float), n_layers=c.n_layers.astype(int))
+        which = "every peak lr" if lrs == "all" else f"peak lrs {lrs}"
+        where = "" if dev == "cpu" else f", {dev}"
+        draw_mapping_pair(fig, row, c, "paper_gamma", "n_layers", "symmetric_best", "inferential_best", "id_best",
+                          id_min, titles=[f"{m} mapping: papers' cell\n{op.split(' (')[0]}, clock {clock:g}x, "
+                                          f"{which}{where}" for m in ("symmetric", "inferential")])
+        for ax, m in zip(row, ("symmetric", "inferential")):
+            ax.set_title(ax.get_title().rsplit("\n", 1)[0], fontsize=8)
+            ax.set_xlabel("paper gamma (std at width 400)")
+            ax.set_ylabel("depth (layers)")
+            gammas, depths = sorted(set(c.paper_gamma)), sorted(set(c.n_layers))
+            for r in c.itertuples():
+                rate, n = getattr(r, f"{m}_per_run"), r.n_runs
+                ax.text(gammas.index(r.paper_gamma), depths.index(r.n_layers) - 0.3,
+                        f"per run {rate:.0%} of {int(n)}", ha="center", va="center", fontsize=6,
+                        color="white" if getattr(r, f"{m}_best") < 0.5 else "black")
+    t_ood = f"OOD >= {t.threshold.iloc[0]:g}, " if "threshold" in t else ""
+    fig.suptitle(f"hatched: the cell's mean best ID < {id_min:g}; per run: final metrics ({t_ood}ID >= {id_min:g})\n"
+                 + PAPER_DIAGRAM, fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))
     return fig

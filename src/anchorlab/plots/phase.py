@@ -88,22 +88,30 @@ def plot_neurips_fig2(table: pd.DataFrame, x: str = "init.gamma", y: str = "mode
     ``table``: one row per cell (the output of ``sweep.aggregate.aggregate``). For the
     (4,3) pair alone pass e.g. ``symmetric='hyp/43/test/symmetric'``.
     """
-    _need(table, x, y, symmetric, inferential, id_col)
-    poor = pivot_grid(table, x, y, id_col).to_numpy(dtype=float) < id_threshold
     fig = Figure(figsize=(11, 4.2))
     axes = fig.subplots(1, 2, sharey=True)
-    for ax, col, title in zip(axes, (symmetric, inferential), ("(a) symmetric mapping", "(b) inferential mapping")):
+    draw_mapping_pair(fig, axes, table, x, y, symmetric, inferential, id_col, id_threshold)
+    fig.legend(handles=[Patch(facecolor="none", edgecolor="k", hatch="///",
+                              label=f"{id_col} < {id_threshold:.0%}")], loc="lower center", ncol=1,
+               fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
+
+
+def draw_mapping_pair(fig: Figure, axes: Sequence[Axes], table: pd.DataFrame, x: str, y: str, symmetric: str,
+                      inferential: str, id_col: str, id_threshold: float = 0.9,
+                      titles: Sequence[str] = ("(a) symmetric mapping", "(b) inferential mapping")) -> None:
+    """NeurIPS Fig. 2's two panels on ``axes``: ``symmetric`` and ``inferential`` over ``x`` x ``y``,
+    each cell annotated, hatched where ``id_col`` < ``id_threshold``, with a colour bar each."""
+    _need(table, x, y, symmetric, inferential, id_col)
+    poor = pivot_grid(table, x, y, id_col).to_numpy(dtype=float) < id_threshold
+    for ax, col, title in zip(axes, (symmetric, inferential), titles):
         im = _heatmap(ax, pivot_grid(table, x, y, col))
         _hatch(ax, poor)
         ax.set_title(f"{title}\n{col}", fontsize=10)
         ax.set_xlabel(f"{x} (init rate)")
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="accuracy")
     axes[0].set_ylabel(y)
-    fig.legend(handles=[Patch(facecolor="none", edgecolor="k", hatch="///",
-                              label=f"{id_col} < {id_threshold:.0%}")], loc="lower center", ncol=1,
-               fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return fig
 
 
 def _bands(ax: Axes, xs: np.ndarray, labels: Sequence[object]) -> list[str]:
