@@ -251,12 +251,13 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
         from .plots.save import save_figure
 
         paths += save_figure(plot_cell(cells, id_min=id_min), out.with_suffix(""), formats=("png",), dpi=130)
-    if len(cells) and "n_layers" in cells:
-        from .plots.headline import depth_groups, plot_depth
+    from .plots.headline import depth_groups
+
+    if len(cells) and depth_groups(cells):   # NeurIPS Fig. 2 (gamma x depth) once two depths have cells
+        from .plots.headline import plot_depth
         from .plots.save import save_figure
 
-        if depth_groups(cells):   # NeurIPS Fig. 2 (gamma x depth) once two depths have cells
-            paths += save_figure(plot_depth(cells, id_min), out.with_name(out.stem + "_fig2"), formats=("png",), dpi=120)
+        paths += save_figure(plot_depth(cells, id_min), out.with_name(out.stem + "_fig2"), formats=("png",), dpi=120)
     if len(curves) and rows.paper_gamma.notna().any():
         from .plots.headline import plot_curves
         from .plots.save import save_figure

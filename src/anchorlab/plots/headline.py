@@ -38,11 +38,8 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
     t = cells[(cells.n_layers == depth) & cells.paper_gamma.notna()]
     if t.empty:
         raise ConfigError(f"cell table has no depth-{depth} rows with a paper gamma")
-    if "lrs" not in t:
-        t = t.assign(lrs="all")
+    t = _keyed(t)
     rows_ = sorted({(c, r) for c, r in zip(t.clock, t.lrs)}, key=lambda cr: (cr[0], cr[1] != "all", cr[1]))
-    if "devices" not in t:
-        t = t.assign(devices="cpu")
     ops = sorted({(o, d) for o, d in zip(t.op_set, t.devices)})   # a column per op set and kind of device
     rate = "per-run rate" + (f" (OOD >= {t.threshold.iloc[0]:g}, ID >= {id_min:g})" if "threshold" in t else "")
     fig = Figure(figsize=(3.6 * len(ops) + 0.6, 2.9 * len(rows_) + 0.6))
@@ -141,11 +138,15 @@ def plot_curves(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> Fig
     return fig
 
 
+def _keyed(cells: pd.DataFrame) -> pd.DataFrame:
+    """``cells`` with the lr reading and device kind of tables written before those columns (``all``, ``cpu``)."""
+    return cells.assign(**{k: v for k, v in (("lrs", "all"), ("devices", "cpu")) if k not in cells})
+
+
 def depth_groups(cells: pd.DataFrame) -> list[tuple]:
     """The (clock, op set, devices, lrs) groups of ``cells`` with a paper gamma and two or more depths; per
     (clock, op set, devices) the lr-range reading where there is one, else every peak (``all``)."""
-    t = cells[cells.paper_gamma.notna()]
-    t = t.assign(**{k: v for k, v in (("lrs", "all"), ("devices", "cpu")) if k not in t})
+    t = _keyed(cells[cells.paper_gamma.notna()])
     out = []
     for (clock, op, dev), g in t.groupby(["clock", "op_set", "devices"], sort=True):
         lrs = next((r for r in sorted(set(g.lrs)) if r != "all"), "all")
@@ -161,7 +162,7 @@ def plot_depth(cells: pd.DataFrame, id_min: float = 0.9) -> Figure:
     groups = depth_groups(cells)
     if not groups:
         raise ConfigError("cell table has no (clock, op set) with a paper gamma at two or more depths")
-    t = cells.assign(**{k: v for k, v in (("lrs", "all"), ("devices", "cpu")) if k not in cells})
+    t = _keyed(cells)
     fig = Figure(figsize=(11, 3.8 * len(groups) + 0.6))
     axes = np.atleast_2d(fig.subplots(len(groups), 2, squeeze=False))
     for row, (clock, op, dev, lrs) in zip(axes, groups):
@@ -171,12 +172,10 @@ def plot_depth(cells: pd.DataFrame, id_min: float = 0.9) -> Figure:
         where = "" if dev == "cpu" else f", {dev}"
         draw_mapping_pair(fig, row, c, "paper_gamma", "n_layers", "symmetric_best", "inferential_best", "id_best",
                           id_min, titles=[f"{m} mapping: papers' cell\n{op.split(' (')[0]}, clock {clock:g}x, "
-                                          f"{which}{where}" for m in ("symmetric", "inferential")])
+                                          f"{which}{where}" for m in ("symmetric", "inferential")],
+                          xlabel="paper gamma (std at width 400)", ylabel="depth (layers)", title_size=8)
+        gammas, depths = sorted(set(c.paper_gamma)), sorted(set(c.n_layers))   # the heatmap's column / row order
         for ax, m in zip(row, ("symmetric", "inferential")):
-            ax.set_title(ax.get_title().rsplit("\n", 1)[0], fontsize=8)
-            ax.set_xlabel("paper gamma (std at width 400)")
-            ax.set_ylabel("depth (layers)")
-            gammas, depths = sorted(set(c.paper_gamma)), sorted(set(c.n_layers))
             for r in c.itertuples():
                 rate, n = getattr(r, f"{m}_per_run"), r.n_runs
                 ax.text(gammas.index(r.paper_gamma), depths.index(r.n_layers) - 0.3,

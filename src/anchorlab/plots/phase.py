@@ -99,19 +99,23 @@ def plot_neurips_fig2(table: pd.DataFrame, x: str = "init.gamma", y: str = "mode
 
 
 def draw_mapping_pair(fig: Figure, axes: Sequence[Axes], table: pd.DataFrame, x: str, y: str, symmetric: str,
-                      inferential: str, id_col: str, id_threshold: float = 0.9,
-                      titles: Sequence[str] = ("(a) symmetric mapping", "(b) inferential mapping")) -> None:
+                      inferential: str, id_col: str, id_threshold: float = 0.9, titles: Sequence[str] | None = None,
+                      xlabel: str | None = None, ylabel: str | None = None, title_size: float = 10) -> None:
     """NeurIPS Fig. 2's two panels on ``axes``: ``symmetric`` and ``inferential`` over ``x`` x ``y``,
-    each cell annotated, hatched where ``id_col`` < ``id_threshold``, with a colour bar each."""
+    each cell annotated, hatched where ``id_col`` < ``id_threshold``, with a colour bar each. ``titles``,
+    ``xlabel``, ``ylabel`` default to the mapping and column names, ``x`` (init rate) and ``y``."""
     _need(table, x, y, symmetric, inferential, id_col)
+    if titles is None:
+        titles = [f"({k}) {m} mapping\n{col}" for k, m, col in (("a", "symmetric", symmetric),
+                                                               ("b", "inferential", inferential))]
     poor = pivot_grid(table, x, y, id_col).to_numpy(dtype=float) < id_threshold
     for ax, col, title in zip(axes, (symmetric, inferential), titles):
         im = _heatmap(ax, pivot_grid(table, x, y, col))
         _hatch(ax, poor)
-        ax.set_title(f"{title}\n{col}", fontsize=10)
-        ax.set_xlabel(f"{x} (init rate)")
+        ax.set_title(title, fontsize=title_size)
+        ax.set_xlabel(xlabel or f"{x} (init rate)")
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="accuracy")
-    axes[0].set_ylabel(y)
+    axes[0].set_ylabel(ylabel or y)
 
 
 def _bands(ax: Axes, xs: np.ndarray, labels: Sequence[object]) -> list[str]:
