@@ -125,6 +125,20 @@ def test_two_depths_draw_fig2_and_one_depth_does_not(tmp_path):
     assert depth_groups(cells[cells.n_layers == 2]) == []
 
 
+def test_a_depth_only_sweep_writes_its_tables_without_the_depth_2_curves(tmp_path):
+    papers = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
+    _fake_run(tmp_path / "d", 0.8, 2e-4, 0, *papers, (0.4, 0.6), (0.0, 0.1), sets=["model.n_layers=3"])
+    run = next((tmp_path / "d" / "runs").iterdir())
+    final = json.loads((run / "final.json").read_text())
+    final["history"] = [{"step": s, "id_acc": s / 10, "ood_inferential_acc": s / 20, "ood_symmetric_acc": 0.0}
+                        for s in (0, 5, 10)]
+    (run / "final.json").write_text(json.dumps(final))
+    assert main([str(tmp_path / "d"), "--out", str(tmp_path / "d3.csv")]) == 0
+    assert set(pd.read_csv(tmp_path / "d3_cells.csv").n_layers) == {3}
+    assert len(pd.read_csv(tmp_path / "d3_curves.csv")) == 3        # its trajectory is kept in the table
+    assert not (tmp_path / "d3_curves.png").exists()                 # the figure draws depth 2 only
+
+
 def test_committed_rows_join_the_runs_found_and_a_run_found_wins(tmp_path):
     papers = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
     _fake_run(tmp_path / "a", 0.3, 1e-4, 0, *papers, (0.0, 0.1), (1.0, 1.0))

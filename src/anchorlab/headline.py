@@ -258,8 +258,8 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
         from .plots.save import save_figure
 
         paths += save_figure(plot_depth(cells, id_min), out.with_name(out.stem + "_fig2"), formats=("png",), dpi=120)
-    if len(curves) and rows.paper_gamma.notna().any():
-        from .plots.headline import plot_curves
+    if len(curves) and (rows.paper_gamma.notna() & (rows.n_layers == 2) & rows.run_id.isin(curves.run_id)).any():
+        from .plots.headline import plot_curves   # depth-2 trajectories: a depth-only sweep's tables have none
         from .plots.save import save_figure
 
         kinds = rows.assign(devices=device_kind(rows.device))   # as lr_readings keys the cells
