@@ -246,22 +246,14 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
     if len(cells) and cells.paper_gamma.notna().any():
         md = cells_markdown(cells[cells.paper_gamma.notna()])
         paths.append(atomic_write(out.with_name(out.stem + "_map.md"), lambda p: p.write_text(md)))
+    from .plots.headline import depth_groups, drawn_runs, plot_cell, plot_curves, plot_depth
+    from .plots.save import save_figure
+
     if len(cells) and ((cells.n_layers == 2) & cells.paper_gamma.notna()).any():
-        from .plots.headline import plot_cell
-        from .plots.save import save_figure
-
         paths += save_figure(plot_cell(cells, id_min=id_min), out.with_suffix(""), formats=("png",), dpi=130)
-    from .plots.headline import depth_groups
-
     if len(cells) and depth_groups(cells):   # NeurIPS Fig. 2 (gamma x depth) once two depths have cells
-        from .plots.headline import plot_depth
-        from .plots.save import save_figure
-
         paths += save_figure(plot_depth(cells, id_min), out.with_name(out.stem + "_fig2"), formats=("png",), dpi=120)
-    if len(curves) and (rows.paper_gamma.notna() & (rows.n_layers == 2) & rows.run_id.isin(curves.run_id)).any():
-        from .plots.headline import plot_curves   # depth-2 trajectories: a depth-only sweep's tables have none
-        from .plots.save import save_figure
-
+    if len(curves) and len(drawn_runs(rows, curves)):   # a depth-only sweep's tables have no depth-2 trajectory
         kinds = rows.assign(devices=device_kind(rows.device))   # as lr_readings keys the cells
         paths += save_figure(plot_curves(kinds, curves), out.with_name(out.stem + "_curves"), formats=("png",), dpi=110)
     return rows, cells, paths

@@ -86,6 +86,11 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
     return fig
 
 
+def drawn_runs(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> pd.DataFrame:
+    """The runs of ``rows`` that :func:`plot_curves` draws: depth ``depth``, a paper gamma, a trajectory in ``curves``."""
+    return rows[(rows.n_layers == depth) & rows.paper_gamma.notna() & rows.run_id.isin(curves.run_id)]
+
+
 def plot_curves(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> Figure:
     """The held-out pair's accuracy over training, per run: one panel per (clock, op set, paper gamma, kind
     of device ``devices``) row and seed column; a colour per peak lr, solid the inferential mapping, dashed the symmetric (the best
@@ -96,7 +101,7 @@ def plot_curves(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> Fig
     missing = [c for c in need if c not in rows.columns]
     if missing:
         raise ConfigError(f"run table lacks column(s) {', '.join(missing)}")
-    t = rows[(rows.n_layers == depth) & rows.paper_gamma.notna() & rows.run_id.isin(curves.run_id)]
+    t = drawn_runs(rows, curves, depth)
     if t.empty:
         raise ConfigError(f"no depth-{depth} run with a paper gamma has a trajectory")
     if "devices" not in t:      # the kind of device, as the cells table keys it
