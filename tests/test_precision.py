@@ -110,6 +110,24 @@ def test_bf16_run_resumes_exactly(bf16_runs):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_run_records_its_precision_when_it_starts_so_an_unfinished_run_is_read_with_it(bf16_runs, tmp_path):
+    import json
+
+    from anchorlab.sweep.results import in_progress
+
+    root, cfg, full, _, _ = bf16_runs
+    started = json.loads((root / "resumed" / "precision.json").read_text())   # rewritten by the resume
+    assert started == {**full["precision"], "from_step": 16}
+    cut = tmp_path / "sweep" / "runs" / cfg.run_id()                          # a run stopped part-way: no final.json
+    assert train(cfg, cut, stop_after_step=8).final["status"] == "interrupted" and not (cut / "final.json").exists()
+    (row,) = in_progress([tmp_path / "sweep"])
+    assert (row["status"], row["steps"], row["device"]) == ("in_progress", 8, full["device"])
+    assert row["precision"]["matmul_dtype"] == "bfloat16"
+    (cut / "precision.json").unlink()                                         # a run from before the file existed
+    (row,) = in_progress([tmp_path / "sweep"])
+    assert (row["precision"]["matmul_dtype"], row["device"]) == ("unrecorded", None)
+
+
 def test_bf16_stack_agrees_with_single_runs(tmp_path):
     """Stacked bf16 matmuls (vmap -> batched) round differently from single ones, and AdamW's normalised
     update turns the rounding of near-zero gradients into whole steps, so weights agree to a tolerance,

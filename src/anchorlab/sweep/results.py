@@ -65,13 +65,17 @@ def _run_dirs(sweep_dirs: Sequence[str | Path]) -> list[Path]:
 
 def _read_run(run_dir: Path, status: str) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
     """Reads a run's config and final.json once; returns a function that makes a final.json-shaped dict of
-    the run from some of its evaluations (:func:`anchorlab.train.run.summarize`). ``precision``: as final.json
-    records it; its matmul dtype ``float32`` for ``train.amp: none``, else ``unrecorded`` (a run writes it at
-    its end). ``device``: final.json's, None before the run's end."""
+    the run from some of its evaluations (:func:`anchorlab.train.run.summarize`). ``precision`` and ``device``:
+    as final.json records them, before the run's end as its ``precision.json`` (written when it starts or
+    resumes); without either, the matmul dtype is ``float32`` for ``train.amp: none``, else ``unrecorded``,
+    and the device None."""
     from ..train.run import config_of, summarize
 
-    cfg, final = config_of(run_dir), run_dir / "final.json"
+    cfg, final, started = config_of(run_dir), run_dir / "final.json", run_dir / "precision.json"
     written = json.loads(final.read_text()) if final.exists() else {}
+    if "precision" not in written and started.exists():
+        start = json.loads(started.read_text())
+        written = {**written, "precision": start, "device": start.get("device") or None}
     precision = dict(written.get("precision") or {})
     precision["matmul_dtype"] = precision.get("matmul_dtype") or ("float32" if cfg.train.amp == "none" else "unrecorded")
     config, total = cfg.to_dict(), cfg.planned_steps()

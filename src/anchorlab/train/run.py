@@ -5,6 +5,7 @@ A run directory is the record of a run::
     config.yaml        the full config
     param_table.csv    every parameter: role, shape, fan_in, gamma, target/measured init std, lr, weight decay
     metrics.jsonl      one line per evaluation (step, epoch, lr, train_loss, wall/eval seconds, metrics)
+    precision.json     the precision and device it trains in, from its start (final.json repeats it)
     checkpoint.pt      latest state (model, optimizer, step), written atomically
     checkpoint.prev.pt the one before (resume falls back to it if checkpoint.pt is unusable)
     model.safetensors  final weights
@@ -314,8 +315,10 @@ class RunState:
             task.write_run_files(run_dir, seed)
         if tracker is not None:
             tracker.start(cfg, step)
+        precision = resolve_precision(cfg.train.amp, device)
+        write_json(run_dir / "precision.json", {**precision.to_dict(), "from_step": step})
         return cls(cfg, task, run_dir, model, opt, train_data, step, wall, history, callbacks, eval_data, device, t0,
-                   tracker, resolve_precision(cfg.train.amp, device))
+                   tracker, precision)
 
     # ---- plan
     @property
