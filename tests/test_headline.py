@@ -125,6 +125,26 @@ def test_two_depths_draw_fig2_and_one_depth_does_not(tmp_path):
     assert depth_groups(cells[cells.n_layers == 2]) == []
 
 
+def test_the_fig2_diagram_outlines_a_cell_whose_seeds_lack_some_of_the_rows_lrs_as_partial():
+    from matplotlib.patches import Rectangle
+
+    from anchorlab.plots.headline import partial_cells, plot_depth
+
+    cell = dict(clock=0.5, op_set="papers'", devices="cpu", lrs="[1.1e-4, 3.3e-4]", id_best=1.0, threshold=0.5,
+                inferential_per_run=0.0, symmetric_per_run=0.5)
+    cells = pd.DataFrame([{**cell, "paper_gamma": g, "n_layers": d, "n_runs": n, "n_seeds": s,
+                           "inferential_best": 0.1, "symmetric_best": 0.9}
+                          for g, d, n, s in ((0.3, 2, 9, 3), (0.8, 2, 9, 3), (0.3, 3, 2, 1), (0.8, 3, 6, 2))])
+    assert partial_cells(cells) == [False, False, True, False]   # 2 seeds at every lr is whole; 1 seed at 2 of 3 not
+    fig = plot_depth(cells)
+    dashed = [a for ax in fig.axes for a in ax.patches if isinstance(a, Rectangle) and a.get_linestyle() == "--"]
+    assert len(dashed) == 2                                   # the one partial cell, in both mappings' panels
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert sum("partial" in t for t in texts) == 2 and "per run 0% of 2, 1 seed\npartial" in texts
+    assert "per run 50% of 9, 3 seeds" in texts
+    assert not any(partial_cells(cells.assign(n_runs=cells.n_seeds * 3)))
+
+
 def test_a_depth_only_sweep_writes_its_tables_without_the_depth_2_curves(tmp_path):
     papers = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
     _fake_run(tmp_path / "d", 0.8, 2e-4, 0, *papers, (0.4, 0.6), (0.0, 0.1), sets=["model.n_layers=3"])

@@ -9,8 +9,9 @@ gamma 0.8) as triangles.
 
 :func:`plot_depth`: NeurIPS Fig. 2 at CPU scale, a row per (clock, op set, kind of device, lr reading) whose
 cells span two or more depths: the papers' cell under the symmetric and the inferential mapping over paper
-gamma x depth, the per-run rate under each value, hatching where the mean best ID < 0.9, and the paper's
-reading of its diagram in the title.
+gamma x depth, the per-run rate and seed count under each value, hatching where the mean best ID < 0.9, a
+dashed outline on a partial cell (a seed lacks some of its row's peak lrs), and the paper's reading of its diagram
+in the title.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from ..config import ConfigError
 
@@ -160,6 +162,14 @@ def depth_groups(cells: pd.DataFrame) -> list[tuple]:
     return out
 
 
+def partial_cells(cells: pd.DataFrame) -> list[bool]:
+    """Per cell (row) of one Fig. 2 group: True where a seed of the cell lacks some of the peak lrs, i.e. it holds
+    fewer runs than its seeds times the group's most lrs per seed (a cell whose runs are still under way reads
+    like a full one otherwise). The seed count is printed in each cell."""
+    per_seed = (cells.n_runs / cells.n_seeds).max()
+    return (cells.n_runs < cells.n_seeds * per_seed).tolist()
+
+
 def plot_depth(cells: pd.DataFrame, id_min: float = 0.9) -> Figure:
     """A row of two heatmaps (symmetric, inferential) over paper gamma x depth per :func:`depth_groups` group."""
     from .phase import draw_mapping_pair
@@ -181,13 +191,16 @@ def plot_depth(cells: pd.DataFrame, id_min: float = 0.9) -> Figure:
                           xlabel="paper gamma (std at width 400)", ylabel="depth (layers)", title_size=8)
         gammas, depths = sorted(set(c.paper_gamma)), sorted(set(c.n_layers))   # the heatmap's column / row order
         for ax, m in zip(row, ("symmetric", "inferential")):
-            for r in c.itertuples():
-                rate, n = getattr(r, f"{m}_per_run"), r.n_runs
-                ax.text(gammas.index(r.paper_gamma), depths.index(r.n_layers) - 0.3,
-                        f"per run {rate:.0%} of {int(n)}", ha="center", va="center", fontsize=6,
-                        color="white" if getattr(r, f"{m}_best") < 0.5 else "black")
+            for r, part in zip(c.itertuples(), partial_cells(c)):
+                rate, n, x, y = getattr(r, f"{m}_per_run"), r.n_runs, gammas.index(r.paper_gamma), depths.index(r.n_layers)
+                seeds = f", {int(r.n_seeds)} seed{'s' * (r.n_seeds != 1)}" if "n_seeds" in c else ""
+                ax.text(x, y - 0.3, f"per run {rate:.0%} of {int(n)}{seeds}" + ("\npartial" * part), ha="center",
+                        va="center", fontsize=6, color="white" if getattr(r, f"{m}_best") < 0.5 else "black")
+                if part:
+                    ax.add_patch(Rectangle((x - 0.47, y - 0.47), 0.94, 0.94, fill=False, ls="--", lw=1.2, ec="0.5"))
     t_ood = f"OOD >= {t.threshold.iloc[0]:g}, " if "threshold" in t else ""
-    fig.suptitle(f"hatched: the cell's mean best ID < {id_min:g}; per run: final metrics ({t_ood}ID >= {id_min:g})\n"
+    fig.suptitle(f"hatched: the cell's mean best ID < {id_min:g}; dashed: partial, a seed lacks some of its row's "
+                 f"peak lrs; per run: final metrics ({t_ood}ID >= {id_min:g})\n"
                  + PAPER_DIAGRAM, fontsize=8)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))
     return fig
