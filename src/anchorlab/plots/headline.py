@@ -193,7 +193,7 @@ def plot_depth(cells: pd.DataFrame, id_min: float = 0.9) -> Figure:
         for ax, m in zip(row, ("symmetric", "inferential")):
             for r, part in zip(c.itertuples(), partial_cells(c)):
                 rate, n, x, y = getattr(r, f"{m}_per_run"), r.n_runs, gammas.index(r.paper_gamma), depths.index(r.n_layers)
-                seeds = f", {int(r.n_seeds)} seed{'s' * (r.n_seeds != 1)}" if "n_seeds" in c else ""
+                seeds = f", {int(r.n_seeds)} seed{'s' * (r.n_seeds != 1)}"
                 ax.text(x, y - 0.3, f"per run {rate:.0%} of {int(n)}{seeds}" + ("\npartial" * part), ha="center",
                         va="center", fontsize=6, color="white" if getattr(r, f"{m}_best") < 0.5 else "black")
                 if part:
