@@ -8,7 +8,6 @@ robustness study read sweeps through these functions.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ import yaml
 
 from ..config import ConfigError
 from ..eval.definitions import metric_definition
+from ..io import read_json
 from .aggregate import AggregateOptions, aggregate, phase_diagram
 from .store import ResultStore, stored_task
 
@@ -30,7 +30,7 @@ def finals(sweep_dir: str | Path) -> list[dict[str, Any]]:
     """final.json of every completed run of a sweep directory (sorted by run id), with ``run_dir`` added."""
     out = []
     for p in sorted((Path(sweep_dir) / "runs").glob("*/final.json")):
-        f = json.loads(p.read_text())
+        f = read_json(p)
         if f.get("status") in COMPLETED:
             f["run_dir"] = str(p.parent)
             out.append(f)
@@ -72,9 +72,9 @@ def _read_run(run_dir: Path, status: str) -> Callable[[list[dict[str, Any]]], di
     from ..train.run import config_of, summarize
 
     cfg, final, started = config_of(run_dir), run_dir / "final.json", run_dir / "precision.json"
-    written = json.loads(final.read_text()) if final.exists() else {}
+    written = read_json(final) if final.exists() else {}
     if "precision" not in written and started.exists():
-        start = json.loads(started.read_text())
+        start = read_json(started)
         written = {**written, "precision": start, "device": start.get("device") or None}
     precision = dict(written.get("precision") or {})
     precision["matmul_dtype"] = precision.get("matmul_dtype") or ("float32" if cfg.train.amp == "none" else "unrecorded")
