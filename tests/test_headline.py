@@ -262,3 +262,20 @@ def test_the_documented_robustness_command_trains_the_cells_large_and_small_init
                       sets, vary={"optim.peak_lr": lrs})
     rob = {r.run_id for r in expand(spec)}
     assert len(rob) == 162 and rob <= {r.run_id for r in expand(resolve_sweep("fig2_cell_cpu"))}
+
+
+def test_the_cell_figure_draws_a_clocks_every_peak_row_only_where_it_holds_other_runs_than_the_range():
+    from anchorlab.plots.headline import panel_rows, plot_cell
+
+    def cell(clock, lrs, gamma, n):
+        return dict(clock=clock, lrs=lrs, op_set="papers'", devices="cpu", n_layers=2, paper_gamma=gamma, n_runs=n,
+                    n_seeds=3, id_best=1.0, inferential_best=0.1, symmetric_best=0.9, inferential_per_run=0.0,
+                    symmetric_per_run=0.5)
+
+    rng = "[1.1e-4, 3.3e-4]"
+    cells = pd.DataFrame([cell(0.5, "all", 0.3, 12), cell(0.5, rng, 0.3, 9),     # a wider grid at 1/2x: both rows
+                          cell(1.0, "all", 0.3, 9), cell(1.0, rng, 0.3, 9),      # 1x: the same runs, one row
+                          cell(2.0, "all", 0.3, 4)])                             # 2x: no range reading, kept
+    assert panel_rows(cells) == [(0.5, "all"), (0.5, rng), (1.0, rng), (2.0, "all")]
+    assert len(plot_cell(cells).axes) == 4
+    assert panel_rows(cells.assign(n_runs=9)) == [(0.5, rng), (1.0, rng), (2.0, "all")]

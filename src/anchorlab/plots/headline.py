@@ -1,7 +1,8 @@
 """The Fig. 2 cell at CPU scale beside the paper's values (draw only; the table is
 :func:`anchorlab.headline.cell_table`).
 
-:func:`plot_cell`: one panel per (clock, op set, kind of device) at depth 2; per paper gamma, bars of the papers'
+:func:`plot_cell`: one panel per (clock, lr reading, op set, kind of device) at depth 2 (a clock's every-peak
+reading only where it differs from its range reading); per paper gamma, bars of the papers'
 cell (mean over seeds of the best over lrs and training) for the inferential and the symmetric
 mapping, dots of the per-run rates beside them, hatching where the cell's mean best ID < 0.9, and
 the paper's values (NeurIPS Fig. 2, depth 2: symmetric >= 0.9 at gamma 0.3, inferential >= 0.9 at
@@ -41,7 +42,7 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
     if t.empty:
         raise ConfigError(f"cell table has no depth-{depth} rows with a paper gamma")
     t = _keyed(t)
-    rows_ = sorted({(c, r) for c, r in zip(t.clock, t.lrs)}, key=lambda cr: (cr[0], cr[1] != "all", cr[1]))
+    rows_ = panel_rows(t)
     ops = sorted({(o, d) for o, d in zip(t.op_set, t.devices)})   # a column per op set and kind of device
     rate = "per-run rate" + (f" (OOD >= {t.threshold.iloc[0]:g}, ID >= {id_min:g})" if "threshold" in t else "")
     fig = Figure(figsize=(3.6 * len(ops) + 0.6, 2.9 * len(rows_) + 0.6))
@@ -148,6 +149,23 @@ def plot_curves(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> Fig
 def _keyed(cells: pd.DataFrame) -> pd.DataFrame:
     """``cells`` with the lr reading and device kind of tables written before those columns (``all``, ``cpu``)."""
     return cells.assign(**{k: v for k, v in (("lrs", "all"), ("devices", "cpu")) if k not in cells})
+
+
+def panel_rows(cells: pd.DataFrame) -> list[tuple]:
+    """The (clock, lr reading) rows of :func:`plot_cell`, every-peak (``all``) first; a clock's ``all`` row is
+    left out where it holds the same runs as that clock's range reading (every peak inside the range), since
+    it would draw the same bars twice."""
+    t = _keyed(cells)
+    key = ["op_set", "devices", "paper_gamma", "n_runs"]
+    rows_ = sorted({(c, r) for c, r in zip(t.clock, t.lrs)}, key=lambda cr: (cr[0], cr[1] != "all", cr[1]))
+
+    def same(clock: float, lrs: str) -> bool:
+        a, b = (t[(t.clock == clock) & (t.lrs == r)][key].sort_values(key[:3]).reset_index(drop=True)
+                for r in ("all", lrs))
+        return a.equals(b)
+
+    return [(c, r) for c, r in rows_
+            if r != "all" or not any(c2 == c and r2 != "all" and same(c, r2) for c2, r2 in rows_)]
 
 
 def depth_groups(cells: pd.DataFrame) -> list[tuple]:
