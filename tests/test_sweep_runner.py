@@ -205,15 +205,67 @@ def test_worker_initializer_sets_torch_threads():
 
     old = torch.get_num_threads()
     try:
-        init_worker(2)
+        init_worker(2, parent_poll_s=None)
         assert torch.get_num_threads() == 2 and os.environ["OMP_NUM_THREADS"] == "2"
-        init_worker(1)
+        init_worker(1, parent_poll_s=None)
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(old)
 
 
 # ------------------------------------------------------------------ SIGKILL story
+def write_pid_and_sleep(path: str) -> None:
+    Path(path).write_text(str(os.getpid()))
+    time.sleep(60)
+
+
+ORPHAN_DRIVER = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from test_sweep_runner import write_pid_and_sleep
+from anchorlab.sweep.executors import LocalPoolExecutor
+if __name__ == "__main__":
+    ex = LocalPoolExecutor(1, torch_threads=None)
+    ex.submit(write_pid_and_sleep, {pidfile!r})
+    time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
+def test_pool_worker_exits_when_only_the_sweep_process_is_killed(tmp_path):
+    pidfile = tmp_path / "worker.pid"
+    code = ORPHAN_DRIVER.format(tests=str(Path(__file__).parent), pidfile=str(pidfile))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    worker = None
+    try:
+        deadline = time.monotonic() + 120
+        while not (pidfile.exists() and pidfile.read_text()):
+            assert proc.poll() is None, f"driver exited early: {proc.stderr.read().decode()[-2000:]}"
+            assert time.monotonic() < deadline, "worker never started"
+            time.sleep(0.05)
+        worker = int(pidfile.read_text())
+        assert _alive(worker)
+        proc.kill()                          # the sweep process alone, not its group
+        proc.wait()
+        deadline = time.monotonic() + 15
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(worker), "pool worker outlived its sweep process"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if worker is not None and _alive(worker):
+            os.kill(worker, signal.SIGKILL)
+
+
 DRIVER = """
 import functools, sys
 sys.path.insert(0, {tests!r})

@@ -7,7 +7,8 @@ the sweep runner keeps that many in flight).
 * :class:`InProcessExecutor` runs ``fn`` inside ``submit`` (debugging, tests).
 * :class:`LocalPoolExecutor` is a :class:`~concurrent.futures.ProcessPoolExecutor`
   (``spawn`` or ``forkserver``) whose workers set ``torch.set_num_threads(1)``:
-  on a shared CPU box two threads per process ran 8x slower than one.
+  on a shared CPU box two threads per process ran 8x slower than one. Its workers
+  exit within a second of the sweep process dying (:func:`watch_parent`).
 * :class:`RayExecutor` uses Ray Core (``ray.remote(fn).remote(...).future()``),
   imported only when built. On a cluster, start Ray there (``ray start --head``
   / ``ray start --address=HEAD:6379``) and pass ``address="auto"`` or
@@ -21,6 +22,8 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Callable, Protocol
 
@@ -63,8 +66,35 @@ class InProcessExecutor:
         self.shutdown()
 
 
-def init_worker(torch_threads: int | None) -> None:
-    """Process-pool initializer: cap intra-op threads before torch is imported by a run."""
+PARENT_POLL_S = 1.0
+
+
+def watch_parent(poll_s: float = PARENT_POLL_S) -> threading.Thread:
+    """Exit this process soon after its parent dies.
+
+    A pool worker whose sweep process is killed on its own (SIGTERM/SIGKILL to that
+    pid only) is re-parented and would train on unseen; a resumed sweep would then
+    start the same run beside it, two writers on one checkpoint. The run's last
+    checkpoint stays, so the resume loses at most one checkpoint interval.
+    """
+    parent = os.getppid()
+
+    def loop() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    t = threading.Thread(target=loop, name="anchorlab-parent-watch", daemon=True)
+    t.start()
+    return t
+
+
+def init_worker(torch_threads: int | None, parent_poll_s: float | None = PARENT_POLL_S) -> None:
+    """Process-pool initializer: exit with the parent (unless ``parent_poll_s`` is None),
+    and cap intra-op threads before torch is imported by a run."""
+    if parent_poll_s is not None:
+        watch_parent(parent_poll_s)
     if torch_threads is None:
         return
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
