@@ -279,3 +279,21 @@ def test_the_cell_figure_draws_a_clocks_every_peak_row_only_where_it_holds_other
     assert panel_rows(cells) == [(0.5, "all"), (0.5, rng), (1.0, rng), (2.0, "all")]
     assert len(plot_cell(cells).axes) == 4
     assert panel_rows(cells.assign(n_runs=9)) == [(0.5, rng), (1.0, rng), (2.0, "all")]
+
+
+def test_the_cell_figure_blanks_a_panel_without_runs_and_keeps_its_legend():
+    from anchorlab.plots.headline import plot_cell
+
+    def cell(clock, op, gamma):
+        return dict(clock=clock, lrs="all", op_set=op, devices="cpu", n_layers=2, paper_gamma=gamma, n_runs=9,
+                    n_seeds=3, id_best=1.0, inferential_best=0.1, symmetric_best=0.9, inferential_per_run=0.0,
+                    symmetric_per_run=0.5)
+
+    # the first panel (1/2x, op set "a") has no runs: blank, and the legend comes from a filled one
+    cells = pd.DataFrame([cell(0.5, "b", 0.3), cell(1.0, "a", 0.3), cell(1.0, "b", 0.8)])
+    fig = plot_cell(cells)
+    blank = [ax for ax in fig.axes if not ax.axison]
+    assert len(blank) == 1 and "no runs at clock 0.5x" in blank[0].texts[0].get_text()
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert {"inferential: papers' cell", "symmetric: papers' cell", "paper, depth 2 (>=)"} <= set(labels)
+    assert any(lab.startswith("hatched") for lab in labels) and any(lab.startswith("per-run rate") for lab in labels)

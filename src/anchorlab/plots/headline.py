@@ -47,23 +47,29 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
     rate = "per-run rate" + (f" (OOD >= {t.threshold.iloc[0]:g}, ID >= {id_min:g})" if "threshold" in t else "")
     fig = Figure(figsize=(3.6 * len(ops) + 0.6, 2.9 * len(rows_) + 0.6))
     axes = np.atleast_2d(fig.subplots(len(rows_), len(ops), squeeze=False, sharey=True))
+    keyed = None    # the first filled panel carries the legend's labels
     for i, (clock, lrs) in enumerate(rows_):
         for j, (op, kind) in enumerate(ops):
             ax = axes[i, j]
             c = t[(t.clock == clock) & (t.lrs == lrs) & (t.op_set == op) & (t.devices == kind)].sort_values("paper_gamma")
             x = np.arange(len(c))
-            if c.empty:
-                ax.text(0.5, 0.5, "no runs yet", ha="center", va="center", transform=ax.transAxes, color="gray")
+            if c.empty:     # a blank, so the grid's filled panels stand out
+                ax.set_axis_off()
+                ax.text(0.5, 0.5, f"{op.split(' (')[0]}\nno runs at clock {clock:g}x", ha="center", va="center",
+                        transform=ax.transAxes, color="gray", fontsize=8)
+                continue
+            first = keyed is None
+            keyed = ax if first else keyed
             for k, (m, color) in enumerate(MAPS):
                 off = (k - 0.5) * 0.38
                 bars = ax.bar(x + off, c[f"{m}_best"].to_numpy(float), 0.36, color=color,
-                              label=f"{m}: papers' cell" if i == j == 0 else None)
+                              label=f"{m}: papers' cell" if first else None)
                 for b, fits in zip(bars, c.id_best.to_numpy(float) >= id_min):
                     if not fits:
                         b.set_hatch("//")
                 ax.plot(x + off, c[f"{m}_per_run"].to_numpy(float), "o", color="black", ms=3.5,
-                        label=rate if i == j == 0 and k == 0 else None)
-            labelled = i != 0 or j != 0
+                        label=rate if first and k == 0 else None)
+            labelled = not first
             for xi, g in zip(x, c.paper_gamma):
                 if round(float(g), 3) in PAPER:
                     m, v = PAPER[round(float(g), 3)]
@@ -83,7 +89,7 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
                 ax.set_ylabel("held-out pair accuracy")
             if i == len(rows_) - 1:
                 ax.set_xlabel("paper gamma (std at width 400)")
-    axes[0, 0].bar([0], [0], 0, color="white", edgecolor="black", hatch="//", label=f"hatched: mean best ID < {id_min:g}")
+    keyed.bar([0], [0], 0, color="white", edgecolor="black", hatch="//", label=f"hatched: mean best ID < {id_min:g}")
     fig.legend(loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.75 / fig.get_figheight(), 1, 1))   # the legend's two rows, whatever the height
     return fig
