@@ -297,3 +297,5 @@ def test_the_cell_figure_blanks_a_panel_without_runs_and_keeps_its_legend():
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert {"inferential: papers' cell", "symmetric: papers' cell", "paper, depth 2 (>=)"} <= set(labels)
     assert any(lab.startswith("hatched") for lab in labels) and any(lab.startswith("per-run rate") for lab in labels)
+    ticks = [t.get_text() for ax in fig.axes if ax.axison for t in ax.get_xticklabels()]
+    assert ticks and all("3 seeds, 9 runs" in t for t in ticks)

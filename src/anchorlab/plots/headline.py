@@ -78,8 +78,10 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
                             label=None if labelled else "paper, depth 2 (>=)")
                     labelled = True
             sol = c.solution if "solution" in c else [""] * len(c)   # the cell read on both mappings
-            ax.set_xticks(x, [f"{g:g}\n{int(n)} seed{'s' if n != 1 else ''}" + (f"\n{s}" if s else "")
-                              for g, n, s in zip(c.paper_gamma, c.n_seeds, sol)], fontsize=8)
+            runs = c.n_runs if "n_runs" in c else [None] * len(c)   # a cell short of its peaks shows it here
+            ax.set_xticks(x, [f"{g:g}\n{int(n)} seed{'s' if n != 1 else ''}" + (f", {int(r)} runs" if r else "")
+                              + (f"\n{s}" if s else "") for g, n, r, s in zip(c.paper_gamma, c.n_seeds, runs, sol)],
+                          fontsize=8)
             ax.set_ylim(0, 1.05)
             ax.axhline(0.5, color="gray", lw=0.6, ls=":")
             which = "every peak lr" if lrs == "all" else f"peak lrs {lrs}"
