@@ -299,3 +299,20 @@ def test_the_cell_figure_blanks_a_panel_without_runs_and_keeps_its_legend():
     assert any(lab.startswith("hatched") for lab in labels) and any(lab.startswith("per-run rate") for lab in labels)
     ticks = [t.get_text() for ax in fig.axes if ax.axison for t in ax.get_xticklabels()]
     assert ticks and all("3 seeds, 9 runs" in t for t in ticks)
+
+
+def test_the_cell_figure_names_each_op_set_by_its_held_out_pair():
+    from anchorlab.plots.headline import op_title, plot_cell
+
+    papers, other = "{1:+5,2:+1,3:-2,4:-8} (4,3) held out, (3,4)->x-6", "{1:-2,2:+3,3:+1,4:-5} (3,2) held out, (2,3)->x+9"
+    assert op_title(papers) == "(4,3) held out, {1:+5,2:+1,3:-2,4:-8}"
+    assert op_title("papers'") == "papers'"     # text of another form stays as it is
+
+    def cell(op, gamma):
+        return dict(clock=1.0, lrs="all", op_set=op, devices="cpu", n_layers=2, paper_gamma=gamma, n_runs=9,
+                    n_seeds=3, id_best=1.0, inferential_best=0.1, symmetric_best=0.9, inferential_per_run=0.0,
+                    symmetric_per_run=0.5)
+
+    fig = plot_cell(pd.DataFrame([cell(papers, 0.3), cell(other, 0.3)]))
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles[0].startswith("(4,3) held out") and titles[1].startswith("(3,2) held out")

@@ -30,6 +30,14 @@ PAPER_DIAGRAM = ("paper (NeurIPS Fig. 2, width 400, 1x): symmetric near 1 at sma
                  "large gamma,\nseen-pair accuracy < 90% (shadow) where the init is large and the model deep")
 
 
+def op_title(op: str) -> str:
+    """A panel's name for an op set: its held-out pair, then its anchor map
+    (``'{1:+5,...} (4,3) held out, (3,4)->x-6'`` -> ``'(4,3) held out, {1:+5,...}'``); any other text as is."""
+    head, sep, rest = op.partition(" (")
+    held = rest.split(") held out", 1)
+    return f"({held[0]}) held out, {head}" if sep and len(held) == 2 else op
+
+
 def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figure:
     """Panels (rows: clocks, and the lr readings where the table has an ``lrs`` column; columns: op sets)
     of the depth-``depth`` cells."""
@@ -55,7 +63,7 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
             x = np.arange(len(c))
             if c.empty:     # a blank, so the grid's filled panels stand out
                 ax.set_axis_off()
-                ax.text(0.5, 0.5, f"{op.split(' (')[0]}\nno runs at clock {clock:g}x", ha="center", va="center",
+                ax.text(0.5, 0.5, f"{op_title(op)}\nno runs at clock {clock:g}x", ha="center", va="center",
                         transform=ax.transAxes, color="gray", fontsize=8)
                 continue
             first = keyed is None
@@ -86,7 +94,7 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
             ax.axhline(0.5, color="gray", lw=0.6, ls=":")
             which = "every peak lr" if lrs == "all" else f"peak lrs {lrs}"
             where = "" if kind == "cpu" else f" ({kind})"   # a GPU's cells say so
-            ax.set_title(f"{op.split(' (')[0]}{where}\nclock {clock:g}x, {which}", fontsize=8)
+            ax.set_title(f"{op_title(op)}{where}\nclock {clock:g}x, {which}", fontsize=8)
             if j == 0:
                 ax.set_ylabel("held-out pair accuracy")
             if i == len(rows_) - 1:
@@ -139,7 +147,7 @@ def plot_curves(rows: pd.DataFrame, curves: pd.DataFrame, depth: int = 2) -> Fig
             ax.set_ylim(-0.02, 1.02)
             ax.axhline(0.5, color="gray", lw=0.6, ls=":")
             where = "" if kind == "cpu" else f" ({kind})"
-            ax.set_title(f"{op.split(' (')[0]} clock {clock:g}x{where}\npaper gamma {g:g}, seed {seed} "
+            ax.set_title(f"{op_title(op)}, clock {clock:g}x{where}\npaper gamma {g:g}, seed {seed} "
                          f"({len(sel)} lr)", fontsize=7.5)
             if j == 0:
                 ax.set_ylabel("held-out pair acc.", fontsize=8)
@@ -212,7 +220,7 @@ def plot_depth(cells: pd.DataFrame, id_min: float = 0.9) -> Figure:
         which = "every peak lr" if lrs == "all" else f"peak lrs {lrs}"
         where = "" if dev == "cpu" else f", {dev}"
         draw_mapping_pair(fig, row, c, "paper_gamma", "n_layers", "symmetric_best", "inferential_best", "id_best",
-                          id_min, titles=[f"{m} mapping: papers' cell\n{op.split(' (')[0]}, clock {clock:g}x, "
+                          id_min, titles=[f"{m} mapping: papers' cell\n{op_title(op)}, clock {clock:g}x, "
                                           f"{which}{where}" for m in ("symmetric", "inferential")],
                           xlabel="paper gamma (std at width 400)", ylabel="depth (layers)", title_size=8)
         gammas, depths = sorted(set(c.paper_gamma)), sorted(set(c.n_layers))   # the heatmap's column / row order
