@@ -316,3 +316,18 @@ def test_the_cell_figure_names_each_op_set_by_its_held_out_pair():
     fig = plot_cell(pd.DataFrame([cell(papers, 0.3), cell(other, 0.3)]))
     titles = [ax.get_title() for ax in fig.axes]
     assert titles[0].startswith("(4,3) held out") and titles[1].startswith("(3,2) held out")
+
+
+def test_the_cell_figure_legend_names_the_papers_values_when_the_first_panel_has_none():
+    from anchorlab.plots.headline import plot_cell
+
+    def cell(clock, gamma):
+        return dict(clock=clock, lrs="all", op_set="a", devices="cpu", n_layers=2, paper_gamma=gamma, n_runs=9,
+                    n_seeds=3, id_best=1.0, inferential_best=0.1, symmetric_best=0.9, inferential_per_run=0.0,
+                    symmetric_per_run=0.5)
+
+    # the first panel holds only gamma 0.5, where the paper gives no value; the second holds 0.3
+    labels = [t.get_text() for t in plot_cell(pd.DataFrame([cell(0.5, 0.5), cell(1.0, 0.3)])).legends[0].get_texts()]
+    assert "paper, depth 2 (>=)" in labels
+    labels = [t.get_text() for t in plot_cell(pd.DataFrame([cell(0.5, 0.5)])).legends[0].get_texts()]
+    assert "paper, depth 2 (>=)" not in labels and "symmetric: papers' cell" in labels

@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
 
 from ..config import ConfigError
 
@@ -55,7 +56,7 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
     rate = "per-run rate" + (f" (OOD >= {t.threshold.iloc[0]:g}, ID >= {id_min:g})" if "threshold" in t else "")
     fig = Figure(figsize=(3.6 * len(ops) + 0.6, 2.9 * len(rows_) + 0.6))
     axes = np.atleast_2d(fig.subplots(len(rows_), len(ops), squeeze=False, sharey=True))
-    keyed = None    # the first filled panel carries the legend's labels
+    drew_paper = False
     for i, (clock, lrs) in enumerate(rows_):
         for j, (op, kind) in enumerate(ops):
             ax = axes[i, j]
@@ -66,25 +67,18 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
                 ax.text(0.5, 0.5, f"{op_title(op)}\nno runs at clock {clock:g}x", ha="center", va="center",
                         transform=ax.transAxes, color="gray", fontsize=8)
                 continue
-            first = keyed is None
-            keyed = ax if first else keyed
             for k, (m, color) in enumerate(MAPS):
                 off = (k - 0.5) * 0.38
-                bars = ax.bar(x + off, c[f"{m}_best"].to_numpy(float), 0.36, color=color,
-                              label=f"{m}: papers' cell" if first else None)
+                bars = ax.bar(x + off, c[f"{m}_best"].to_numpy(float), 0.36, color=color)
                 for b, fits in zip(bars, c.id_best.to_numpy(float) >= id_min):
                     if not fits:
                         b.set_hatch("//")
-                ax.plot(x + off, c[f"{m}_per_run"].to_numpy(float), "o", color="black", ms=3.5,
-                        label=rate if first and k == 0 else None)
-            labelled = not first
+                ax.plot(x + off, c[f"{m}_per_run"].to_numpy(float), "o", color="black", ms=3.5)
             for xi, g in zip(x, c.paper_gamma):
                 if round(float(g), 3) in PAPER:
                     m, v = PAPER[round(float(g), 3)]
-                    off = -0.19 if m == MAPS[0][0] else 0.19
-                    ax.plot(xi + off, v, "v", color="black", mfc="none", ms=7,
-                            label=None if labelled else "paper, depth 2 (>=)")
-                    labelled = True
+                    ax.plot(xi + (-0.19 if m == MAPS[0][0] else 0.19), v, "v", color="black", mfc="none", ms=7)
+                    drew_paper = True
             sol = c.solution if "solution" in c else [""] * len(c)   # the cell read on both mappings
             runs = c.n_runs if "n_runs" in c else [None] * len(c)   # a cell short of its peaks shows it here
             ax.set_xticks(x, [f"{g:g}\n{int(n)} seed{'s' if n != 1 else ''}" + (f", {int(r)} runs" if r else "")
@@ -99,8 +93,12 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
                 ax.set_ylabel("held-out pair accuracy")
             if i == len(rows_) - 1:
                 ax.set_xlabel("paper gamma (std at width 400)")
-    keyed.bar([0], [0], 0, color="white", edgecolor="black", hatch="//", label=f"hatched: mean best ID < {id_min:g}")
-    fig.legend(loc="lower center", ncol=3, fontsize=8, frameon=False)
+    handles = [Line2D([], [], ls="", marker="o", color="black", ms=3.5, label=rate)]   # the legend, built once
+    if drew_paper:
+        handles.append(Line2D([], [], ls="", marker="v", color="black", mfc="none", ms=7, label="paper, depth 2 (>=)"))
+    handles += [Patch(color=color, label=f"{m}: papers' cell") for m, color in MAPS]
+    handles += [Patch(facecolor="white", edgecolor="black", hatch="//", label=f"hatched: mean best ID < {id_min:g}")]
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.75 / fig.get_figheight(), 1, 1))   # the legend's two rows, whatever the height
     return fig
 
