@@ -264,13 +264,17 @@ def test_the_documented_robustness_command_trains_the_cells_large_and_small_init
     assert len(rob) == 162 and rob <= {r.run_id for r in expand(resolve_sweep("fig2_cell_cpu"))}
 
 
+def cell_row(**given) -> dict:
+    """One depth-2 row of a cell table for the figure tests: every column a plain value unless ``given``."""
+    return dict(dict(clock=1.0, lrs="all", op_set="a", devices="cpu", n_layers=2, paper_gamma=0.3, n_runs=9,
+                     n_seeds=3, id_best=1.0, inferential_best=0.1, symmetric_best=0.9, inferential_per_run=0.0,
+                     symmetric_per_run=0.5), **given)
+
 def test_the_cell_figure_draws_a_clocks_every_peak_row_only_where_it_holds_other_runs_than_the_range():
     from anchorlab.plots.headline import panel_rows, plot_cell
 
     def cell(clock, lrs, gamma, n):
-        return dict(clock=clock, lrs=lrs, op_set="papers'", devices="cpu", n_layers=2, paper_gamma=gamma, n_runs=n,
-                    n_seeds=3, id_best=1.0, inferential_best=0.1, symmetric_best=0.9, inferential_per_run=0.0,
-                    symmetric_per_run=0.5)
+        return cell_row(clock=clock, lrs=lrs, op_set="papers'", paper_gamma=gamma, n_runs=n)
 
     rng = "[1.1e-4, 3.3e-4]"
     cells = pd.DataFrame([cell(0.5, "all", 0.3, 12), cell(0.5, rng, 0.3, 9),     # a wider grid at 1/2x: both rows
@@ -285,9 +289,7 @@ def test_the_cell_figure_blanks_a_panel_without_runs_and_keeps_its_legend():
     from anchorlab.plots.headline import plot_cell
 
     def cell(clock, op, gamma):
-        return dict(clock=clock, lrs="all", op_set=op, devices="cpu", n_layers=2, paper_gamma=gamma, n_runs=9,
-                    n_seeds=3, id_best=1.0, inferential_best=0.1, symmetric_best=0.9, inferential_per_run=0.0,
-                    symmetric_per_run=0.5)
+        return cell_row(clock=clock, op_set=op, paper_gamma=gamma)
 
     # the first panel (1/2x, op set "a") has no runs: blank, and the legend comes from a filled one
     cells = pd.DataFrame([cell(0.5, "b", 0.3), cell(1.0, "a", 0.3), cell(1.0, "b", 0.8)])
@@ -309,9 +311,7 @@ def test_the_cell_figure_names_each_op_set_by_its_held_out_pair():
     assert op_title("papers'") == "papers'"     # text of another form stays as it is
 
     def cell(op, gamma):
-        return dict(clock=1.0, lrs="all", op_set=op, devices="cpu", n_layers=2, paper_gamma=gamma, n_runs=9,
-                    n_seeds=3, id_best=1.0, inferential_best=0.1, symmetric_best=0.9, inferential_per_run=0.0,
-                    symmetric_per_run=0.5)
+        return cell_row(op_set=op, paper_gamma=gamma)
 
     fig = plot_cell(pd.DataFrame([cell(papers, 0.3), cell(other, 0.3)]))
     titles = [ax.get_title() for ax in fig.axes]
@@ -322,9 +322,7 @@ def test_the_cell_figure_legend_names_the_papers_values_when_the_first_panel_has
     from anchorlab.plots.headline import plot_cell
 
     def cell(clock, gamma):
-        return dict(clock=clock, lrs="all", op_set="a", devices="cpu", n_layers=2, paper_gamma=gamma, n_runs=9,
-                    n_seeds=3, id_best=1.0, inferential_best=0.1, symmetric_best=0.9, inferential_per_run=0.0,
-                    symmetric_per_run=0.5)
+        return cell_row(clock=clock, op_set="a", paper_gamma=gamma)
 
     # the first panel holds only gamma 0.5, where the paper gives no value; the second holds 0.3
     labels = [t.get_text() for t in plot_cell(pd.DataFrame([cell(0.5, 0.5), cell(1.0, 0.3)])).legends[0].get_texts()]
