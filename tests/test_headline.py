@@ -270,6 +270,7 @@ def cell_row(**given) -> dict:
                      n_seeds=3, id_best=1.0, inferential_best=0.1, symmetric_best=0.9, inferential_per_run=0.0,
                      symmetric_per_run=0.5), **given)
 
+
 def test_the_cell_figure_draws_a_clocks_every_peak_row_only_where_it_holds_other_runs_than_the_range():
     from anchorlab.plots.headline import panel_rows, plot_cell
 
