@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from anchorlab.config import experiment_from_dict
+from anchorlab.config import ConfigError, experiment_from_dict
 from anchorlab.headline import COLUMNS, PAPER_STEPS, main
 from anchorlab.sweep.grid import expand, resolve_sweep
 from anchorlab.train.optim import lr_at
@@ -330,3 +330,28 @@ def test_the_cell_figure_legend_names_the_papers_values_when_the_first_panel_has
     assert "paper, depth 2 (>=)" in labels
     labels = [t.get_text() for t in plot_cell(pd.DataFrame([cell(0.5, 0.5)])).legends[0].get_texts()]
     assert "paper, depth 2 (>=)" not in labels and "symmetric: papers' cell" in labels
+
+
+def test_the_fitted_reading_rereads_the_cells_from_the_trajectories_and_refuses_runs_without_one(tmp_path, capsys):
+    papers = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
+    # seed 0 composes only before ID fits, then takes the mirror; seed 1 composes once fitted
+    hist = {0: [(1000, 0.6, 0.8, 0.0), (2000, 1.0, 0.05, 0.9)], 1: [(1000, 0.95, 0.7, 0.1), (2000, 1.0, 0.6, 0.2)]}
+    for seed, h in hist.items():
+        _fake_run(tmp_path / "a", 0.8, 2e-4, seed, *papers, (h[-1][2], max(e[2] for e in h)),
+                  (h[-1][3], max(e[3] for e in h)),
+                  history=[{"step": s, "id_acc": i, "ood_inferential_acc": a, "ood_symmetric_acc": b}
+                           for s, i, a, b in h])
+    out = tmp_path / "t.csv"
+    assert main([str(tmp_path / "a"), "--out", str(out), "--fitted"]) == 0
+    papers_cell = pd.read_csv(tmp_path / "t_cells.csv").iloc[0]
+    fitted = pd.read_csv(tmp_path / "t_cells_fitted.csv").iloc[0]
+    assert (papers_cell.inferential_best, papers_cell.symmetric_best) == ((0.8 + 0.7) / 2, (0.9 + 0.2) / 2)
+    assert (fitted.inferential_best, fitted.symmetric_best) == ((0.05 + 0.7) / 2, (0.9 + 0.2) / 2)
+    assert papers_cell.solution == "both" and fitted.solution == "memorizes"
+    assert fitted.inferential_per_run == papers_cell.inferential_per_run   # the per-run rate reads final metrics
+    md = (tmp_path / "t_map_fitted.md").read_text()
+    assert "only at evaluations with ID >= 0.9" in md and "| memorizes |" in md
+    assert "fitted reading (best only where ID >= 0.9)" in capsys.readouterr().out
+    _fake_run(tmp_path / "b", 0.3, 2e-4, 0, *papers, (0.0, 0.1), (1.0, 1.0))   # a run without a history
+    with pytest.raises(ConfigError, match="no trajectory"):
+        main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "u.csv"), "--fitted"])

@@ -85,3 +85,24 @@ def test_cell_solution_reads_both_mappings_and_the_strict_contrast_asks_the_othe
     low = _runs().assign(best_ood_symmetric_acc=lambda d: d.best_ood_symmetric_acc.where(d.setting == "large_init", 0.1))
     strict = contrast_cells(low, "large_init", "small_init", thresholds=(0.5,))
     assert strict.contrast_only.tolist() == [True] and strict["small_init.solution"].tolist() == ["composes"]
+
+
+def test_the_fitted_reading_takes_each_runs_best_only_where_id_had_fitted():
+    from anchorlab.eval.judgement import fitted_bests
+
+    curves = pd.DataFrame(
+        [("a", 0, 0.10, 0.0, 0.0), ("a", 1, 0.80, 0.72, 0.05),   # composes while ID is still fitting ...
+         ("a", 2, 0.95, 0.01, 0.10), ("a", 3, 1.00, 0.02, 0.60),  # ... and takes the mirror once fitted
+         ("b", 0, 0.50, 0.90, 0.0), ("b", 1, 0.85, 0.70, 0.0)],   # never fits: nothing counts
+        columns=["run_id", "step", "id_acc", "inferential", "symmetric"])
+    fb = fitted_bests(curves, id_min=0.9).set_index("run_id")
+    assert (fb.loc["a", "best_ood_inferential_acc"], fb.loc["a", "best_ood_symmetric_acc"]) == (0.02, 0.60)
+    assert (fb.loc["b", "best_ood_inferential_acc"], fb.loc["b", "best_ood_symmetric_acc"]) == (0.0, 0.0)
+    assert fb.loc["a", "best_id_acc"] == 1.0 and fb.loc["b", "best_id_acc"] == 0.85
+    assert fb.fitted_evals.tolist() == [2, 0]
+    loose = fitted_bests(curves, id_min=0.8).set_index("run_id")   # the line moves what counts
+    assert loose.loc["a", "best_ood_inferential_acc"] == 0.72 and loose.loc["b", "best_ood_inferential_acc"] == 0.70
+    with pytest.raises(ConfigError, match="id_min"):
+        fitted_bests(curves, id_min=1.5)
+    with pytest.raises(ConfigError, match="symmetric"):
+        fitted_bests(curves.drop(columns="symmetric"))

@@ -259,6 +259,44 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
     return rows, cells, paths
 
 
+def fitted_rows(rows: pd.DataFrame, curves: pd.DataFrame, id_min: float = 0.9) -> pd.DataFrame:
+    """A run table whose ``inferential_best`` / ``symmetric_best`` are read only at the evaluations with
+    ID >= ``id_min`` (:func:`anchorlab.eval.judgement.fitted_bests` over :func:`curve_rows`); a completed run
+    without a trajectory is refused, so that no cell mixes the two readings."""
+    from .config import ConfigError
+    from .eval.judgement import fitted_bests
+
+    done = _judged(rows).run_id
+    lacking = sorted(set(done) - set(curves.run_id))
+    if lacking:
+        raise ConfigError(f"fitted reading: no trajectory (curves) for run(s) {', '.join(lacking[:5])}"
+                          f"{' ...' if len(lacking) > 5 else ''}; re-read them from their directories")
+    fb = fitted_bests(curves[curves.run_id.isin(done)], id_min).set_index("run_id")
+    out = rows.copy()
+    for col, src in (("inferential_best", "best_ood_inferential_acc"), ("symmetric_best", "best_ood_symmetric_acc")):
+        out[col] = out.run_id.map(fb[src]).where(out.run_id.isin(fb.index), out[col])
+    return out
+
+
+def write_fitted(out: str | Path, threshold: float = 0.5, id_min: float = 0.9,
+                 lr_range: tuple[float, float] | None = PAPER_LR_RANGE) -> tuple[pd.DataFrame, list[Path]]:
+    """From a written run table ``out`` and its ``<stem>_curves.csv`` (:func:`write_tables`), the cells read
+    with each run's best taken only where ID >= ``id_min`` (:func:`fitted_rows`): ``<stem>_cells_fitted.csv``
+    and ``<stem>_map_fitted.md``, beside the papers' reading (every evaluation counts)."""
+    from .io import atomic_write
+
+    out = Path(out)
+    rows, curves = pd.read_csv(out), pd.read_csv(out.with_name(out.stem + "_curves.csv"))
+    cells = cell_table(fitted_rows(rows, curves, id_min), threshold, id_min, lr_range)
+    paths = [atomic_write(out.with_name(out.stem + "_cells_fitted.csv"), lambda p: cells.to_csv(p, index=False))]
+    named = cells[cells.paper_gamma.notna()]
+    if len(named):
+        md = (f"Each run's best over training read only at evaluations with ID >= {id_min:g} (the papers' "
+              f"reading, `{out.stem}_map.md`, counts every evaluation).\n\n" + cells_markdown(named))
+        paths.append(atomic_write(out.with_name(out.stem + "_map_fitted.md"), lambda p: p.write_text(md)))
+    return cells, paths
+
+
 def write_in_progress(sweep_dirs: Sequence[str | Path], out: str | Path) -> pd.DataFrame:
     """The runs of ``sweep_dirs`` that stopped before their end (:func:`anchorlab.sweep.results.in_progress`)
     as :func:`cell_rows` rows, status ``in_progress``: ``*_best`` is the best so far (a lower bound on the
@@ -304,6 +342,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="also write every run read at each of STEPS (comma-separated) it reached, finished or not, "
                         "as if it stopped there (best up to the step, last evaluation at or before it) to CSV: twins "
                         "across devices or precisions compare step by step")
+    p.add_argument("--fitted", action="store_true",
+                   help="also write the cells read with each run's best over training taken only at evaluations "
+                        "with ID >= --id-min (<stem>_cells_fitted.csv, <stem>_map_fitted.md)")
     a = p.parse_args(argv)
     if a.at_step and not all(v.isdigit() for v in a.at_step[0].split(",")):
         p.error(f"--at-step: STEPS must be whole numbers of steps, comma-separated, got {a.at_step[0]!r}")
@@ -320,6 +361,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 50):
             print(cells[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"{len(rows)} runs; wrote {', '.join(map(str, paths))}")
+    if a.fitted and len(cells):
+        print(f"fitted reading (best only where ID >= {a.id_min:g}); wrote "
+              f"{', '.join(map(str, write_fitted(a.out, a.threshold, a.id_min, lr_range)[1]))}")
     if a.in_progress:
         print(f"{len(write_in_progress(a.sweep_dirs, a.in_progress))} runs in progress; wrote {a.in_progress}")
     if a.at_step:

@@ -45,6 +45,26 @@ def seed_bests(runs: pd.DataFrame, keys: Sequence[str], seed: str = "seed") -> p
     return out.reset_index()
 
 
+def fitted_bests(curves: pd.DataFrame, id_min: float = 0.9, run: str = "run_id") -> pd.DataFrame:
+    """Each run's best over training read only where the model had fitted the seen pairs: from one row per
+    (run, evaluation) with ``id_acc``, ``inferential`` and ``symmetric``, one row per run with
+    ``best_ood_inferential_acc`` / ``best_ood_symmetric_acc`` = the highest accuracy over the evaluations
+    with ID >= ``id_min`` (0.0 where none had: the run never answered anything while fitted), ``best_id_acc``
+    over every evaluation, and ``fitted_evals``. The papers' best over training counts every evaluation,
+    also one taken while ID was still fitting; this reading asks whether the cell holds without them."""
+    if not 0.0 <= id_min <= 1.0:
+        raise ConfigError(f"id_min: must be in [0, 1], got {id_min!r}")
+    _check(curves, [run, "id_acc", "inferential", "symmetric"])
+    fitted = curves[curves.id_acc >= id_min]
+    g = fitted.groupby(run)[["inferential", "symmetric"]].max()
+    out = pd.DataFrame(index=pd.Index(curves[run].unique(), name=run))
+    out[BEST["inferential"]] = g.inferential.reindex(out.index).fillna(0.0)
+    out[BEST["symmetric"]] = g.symmetric.reindex(out.index).fillna(0.0)
+    out[BEST["id"]] = curves.groupby(run).id_acc.max().reindex(out.index)
+    out["fitted_evals"] = fitted.groupby(run).size().reindex(out.index).fillna(0).astype(int)
+    return out.reset_index()
+
+
 def per_run_passes(runs: pd.DataFrame, mapping: str, threshold: float, id_min: float = 0.9) -> pd.Series:
     """Whether each run on its own (final metrics) fits (ID >= ``id_min``) and answers ``mapping``
     (``inferential`` / ``symmetric``) at >= ``threshold``."""
