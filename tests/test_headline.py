@@ -351,6 +351,7 @@ def test_the_fitted_reading_rereads_the_cells_from_the_trajectories_and_refuses_
     assert fitted.inferential_per_run == papers_cell.inferential_per_run   # the per-run rate reads final metrics
     md = (tmp_path / "t_map_fitted.md").read_text()
     assert "only at evaluations with ID >= 0.9" in md and "| memorizes |" in md
+    assert (tmp_path / "t_fitted.png").stat().st_size > 5000   # its depth-2 figure, the bars named as this reading
     assert "fitted reading (best only where ID >= 0.9)" in capsys.readouterr().out
     _fake_run(tmp_path / "b", 0.3, 2e-4, 0, *papers, (0.0, 0.1), (1.0, 1.0))   # a run without a history
     with pytest.raises(ConfigError, match="no trajectory"):

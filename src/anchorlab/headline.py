@@ -282,7 +282,8 @@ def write_fitted(out: str | Path, threshold: float = 0.5, id_min: float = 0.9,
                  lr_range: tuple[float, float] | None = PAPER_LR_RANGE) -> tuple[pd.DataFrame, list[Path]]:
     """From a written run table ``out`` and its ``<stem>_curves.csv`` (:func:`write_tables`), the cells read
     with each run's best taken only where ID >= ``id_min`` (:func:`fitted_rows`): ``<stem>_cells_fitted.csv``
-    and ``<stem>_map_fitted.md``, beside the papers' reading (every evaluation counts)."""
+    and ``<stem>_map_fitted.md``, and its depth-2 figure ``<stem>_fitted.png`` (:func:`plot_cell`), beside the
+    papers' reading (every evaluation counts)."""
     from .io import atomic_write
 
     out = Path(out)
@@ -294,6 +295,12 @@ def write_fitted(out: str | Path, threshold: float = 0.5, id_min: float = 0.9,
         md = (f"Each run's best over training read only at evaluations with ID >= {id_min:g} (the papers' "
               f"reading, `{out.stem}_map.md`, counts every evaluation).\n\n" + cells_markdown(named))
         paths.append(atomic_write(out.with_name(out.stem + "_map_fitted.md"), lambda p: p.write_text(md)))
+    if (named.n_layers == 2).any():
+        from .plots.headline import plot_cell
+        from .plots.save import save_figure
+
+        fig = plot_cell(named, id_min=id_min, reading=f"best only where ID >= {id_min:g}")
+        paths += save_figure(fig, out.with_name(out.stem + "_fitted"), formats=("png",), dpi=130)
     return cells, paths
 
 

@@ -39,9 +39,9 @@ def op_title(op: str) -> str:
     return f"({held[0]}) held out, {head}" if sep and len(held) == 2 else op
 
 
-def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figure:
+def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9, reading: str = "papers' cell") -> Figure:
     """Panels (rows: clocks, and the lr readings where the table has an ``lrs`` column; columns: op sets)
-    of the depth-``depth`` cells."""
+    of the depth-``depth`` cells; ``reading`` names what the bars show in the legend (e.g. the fitted reading)."""
     need = ["clock", "n_layers", "op_set", "paper_gamma", "id_best", "inferential_best", "symmetric_best",
             "inferential_per_run", "symmetric_per_run", "n_seeds"]
     missing = [c for c in need if c not in cells.columns]
@@ -96,7 +96,7 @@ def plot_cell(cells: pd.DataFrame, depth: int = 2, id_min: float = 0.9) -> Figur
     handles = [Line2D([], [], ls="", marker="o", color="black", ms=3.5, label=rate)]   # the legend, built once
     if drew_paper:
         handles.append(Line2D([], [], ls="", marker="v", color="black", mfc="none", ms=7, label="paper, depth 2 (>=)"))
-    handles += [Patch(color=color, label=f"{m}: papers' cell") for m, color in MAPS]
+    handles += [Patch(color=color, label=f"{m}: {reading}") for m, color in MAPS]
     handles += [Patch(facecolor="white", edgecolor="black", hatch="//", label=f"hatched: mean best ID < {id_min:g}")]
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.75 / fig.get_figheight(), 1, 1))   # the legend's two rows, whatever the height
