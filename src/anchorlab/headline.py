@@ -351,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "across devices or precisions compare step by step")
     p.add_argument("--fitted", action="store_true",
                    help="also write the cells read with each run's best over training taken only at evaluations "
-                        "with ID >= --id-min (<stem>_cells_fitted.csv, <stem>_map_fitted.md)")
+                        "with ID >= --id-min (<stem>_cells_fitted.csv, <stem>_map_fitted.md, <stem>_fitted.png)")
     a = p.parse_args(argv)
     if a.at_step and not all(v.isdigit() for v in a.at_step[0].split(",")):
         p.error(f"--at-step: STEPS must be whole numbers of steps, comma-separated, got {a.at_step[0]!r}")
