@@ -356,3 +356,14 @@ def test_the_fitted_reading_rereads_the_cells_from_the_trajectories_and_refuses_
     _fake_run(tmp_path / "b", 0.3, 2e-4, 0, *papers, (0.0, 0.1), (1.0, 1.0))   # a run without a history
     with pytest.raises(ConfigError, match="no trajectory"):
         main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "u.csv"), "--fitted"])
+
+
+def test_the_map_says_where_a_cells_seeds_ran_different_lrs():
+    from anchorlab.headline import cells_markdown
+
+    base = dict(threshold=0.5, id_min=0.9, solution="memorizes", n_runs=14)
+    cells = pd.DataFrame([cell_row(**base, lrs_min=4, lrs_max=5), cell_row(**base, op_set="b", lrs_min=5, lrs_max=5)])
+    md = cells_markdown(cells)
+    assert "| 3 (14; 4-5 lrs a seed) |" in md and "| b | cpu | 0.3 | 3 (14) |" in md
+    # a table from before the columns existed reads as it did
+    assert "lrs a seed" not in cells_markdown(cells.drop(columns=["lrs_min", "lrs_max"]))

@@ -106,3 +106,14 @@ def test_the_fitted_reading_takes_each_runs_best_only_where_id_had_fitted():
         fitted_bests(curves, id_min=1.5)
     with pytest.raises(ConfigError, match="symmetric"):
         fitted_bests(curves.drop(columns="symmetric"))
+
+
+def test_a_cell_whose_seeds_ran_different_lrs_is_marked_partial():
+    runs = _runs()
+    full = paper_cells(runs, ["op_set", "setting"], threshold=0.5).set_index("setting")
+    assert (full.lrs_min == 3).all() and (full.lrs_max == 3).all()
+    # drop one lr of small init's seed 1: its cell now averages a 3-lr best and a 2-lr best
+    drop = runs[(runs.setting == "small_init") & (runs.seed == 1)].index[0]
+    part = paper_cells(runs.drop(index=drop), ["op_set", "setting"], threshold=0.5).set_index("setting")
+    assert (part.loc["small_init", "lrs_min"], part.loc["small_init", "lrs_max"]) == (2, 3)
+    assert part.loc["large_init", "lrs_min"] == part.loc["large_init", "lrs_max"] == 3

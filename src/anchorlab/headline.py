@@ -144,7 +144,7 @@ def cells_markdown(cells: pd.DataFrame) -> str:
     """:func:`cell_table` -> the map at a glance, a Markdown table per reading of the lrs (``lrs``): per (clock,
     depth, op set, device, paper gamma) the papers' cell (inferential / symmetric, mean best ID), how it reads
     on both mappings (``solution``), and the per-run rate as counts of runs (final ID >= id_min and that
-    mapping >= the threshold)."""
+    mapping >= the threshold); a cell whose seeds have different numbers of lrs says so beside its runs."""
     out = []
     t, i = cells.iloc[0].threshold, cells.iloc[0].id_min
     for lrs, g in cells.groupby("lrs", sort=False):
@@ -155,10 +155,16 @@ def cells_markdown(cells: pd.DataFrame) -> str:
         for r in g.sort_values(CELL_KEYS).itertuples(index=False):
             n = int(r.n_runs)
             out.append(f"| {r.clock:g}x | {int(r.n_layers)} | {r.op_set} | {r.devices} | {r.paper_gamma:g} | "
-                       f"{int(r.n_seeds)} ({n}) | {r.inferential_best:.2f} / {r.symmetric_best:.2f} ({r.id_best:.2f}) | "
+                       f"{int(r.n_seeds)} ({n}{_partial(r)}) | {r.inferential_best:.2f} / {r.symmetric_best:.2f} ({r.id_best:.2f}) | "
                        f"{r.solution} | {round(r.inferential_per_run * n)}/{n} / {round(r.symmetric_per_run * n)}/{n} |")
         out.append("")
     return "\n".join(out)
+
+
+def _partial(cell: Any) -> str:
+    """``"; 4-5 lrs a seed"`` where a cell's seeds have different numbers of lrs (a partial cell), else ``""``."""
+    lo, hi = getattr(cell, "lrs_min", None), getattr(cell, "lrs_max", None)
+    return f"; {int(lo)}-{int(hi)} lrs a seed" if lo is not None and lo == lo and lo != hi else ""
 
 
 def _judged(rows: pd.DataFrame) -> pd.DataFrame:
@@ -363,7 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--lr-range: must be LO,HI (two numbers, 0 < LO <= HI) or none, got {a.lr_range!r}")
     rows, cells, paths = write_tables(a.sweep_dirs, a.out, a.threshold, a.id_min, a.with_rows, lr_range)
     if len(cells):
-        cols = ["clock", "n_layers", "op_set", "paper_gamma", "devices", "lrs", "n_seeds", "n_runs", "id_best",
+        cols = ["clock", "n_layers", "op_set", "paper_gamma", "devices", "lrs", "n_seeds", "lrs_min", "lrs_max",
+                "n_runs", "id_best",
                 "inferential_best", "symmetric_best", "inferential_per_run", "symmetric_per_run", "solution"]
         with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 50):
             print(cells[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))

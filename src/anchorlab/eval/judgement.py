@@ -76,7 +76,8 @@ def paper_cells(runs: pd.DataFrame, keys: Sequence[str], threshold: float, id_mi
     """One row per cell (the ``keys``' values): the papers' numbers and the per-run rates.
 
     ``<mapping>_best``: mean over seeds of each seed's best over lrs and training (the papers' cell);
-    ``n_seeds``; ``<mapping>_final``: mean final accuracy over every run of the cell;
+    ``n_seeds``; ``lrs_min`` / ``lrs_max``: the fewest and most lrs a seed of the cell has (unequal: a
+    partial cell, whose seeds' bests are taken over different grids); ``<mapping>_final``: mean final accuracy over every run of the cell;
     ``inferential_per_run`` / ``symmetric_per_run``: the fraction of the cell's runs (each lr and seed
     on its own, final metrics) with ID >= ``id_min`` and that mapping >= ``threshold``; ``n_runs``;
     ``threshold``, ``id_min``; ``solution``: the cell read on both mappings at once (:func:`cell_solution`).
@@ -89,7 +90,8 @@ def paper_cells(runs: pd.DataFrame, keys: Sequence[str], threshold: float, id_mi
                     symmetric_per_run=per_run_passes(runs, "symmetric", threshold, id_min).astype(float))
     sb = seed_bests(r, k, seed)
     g = sb.groupby(k, dropna=False, sort=True)
-    cells = g[[f"{m}_best" for m in BEST]].mean().assign(n_seeds=g.size())
+    cells = g[[f"{m}_best" for m in BEST]].mean().assign(n_seeds=g.size(), lrs_min=g.n_lrs.min(),
+                                                          lrs_max=g.n_lrs.max())
     per_run = r.groupby(k, dropna=False, sort=True).agg(
         **{f"{m}_final": (col, "mean") for m, col in MAPPINGS.items()},
         inferential_per_run=("inferential_per_run", "mean"), symmetric_per_run=("symmetric_per_run", "mean"),
