@@ -143,6 +143,9 @@ def test_the_fig2_diagram_outlines_a_cell_whose_seeds_lack_some_of_the_rows_lrs_
     assert sum("partial" in t for t in texts) == 2 and "per run 0% of 2, 1 seed\npartial" in texts
     assert "per run 50% of 9, 3 seeds" in texts
     assert not any(partial_cells(cells.assign(n_runs=cells.n_seeds * 3)))
+    # 9 runs of 3 seeds, but 4, 3 and 2 lrs: the seeds' bests come from different grids
+    uneven = cells.assign(n_runs=cells.n_seeds * 3, lrs_min=[3, 2, 3, 3], lrs_max=[3, 4, 3, 3])
+    assert partial_cells(uneven) == [False, True, False, False]
 
 
 def test_a_depth_only_sweep_writes_its_tables_without_the_depth_2_curves(tmp_path):
@@ -353,6 +356,14 @@ def test_the_fitted_reading_rereads_the_cells_from_the_trajectories_and_refuses_
     assert "only at evaluations with ID >= 0.9" in md and "| memorizes |" in md
     assert (tmp_path / "t_fitted.png").stat().st_size > 5000   # its depth-2 figure, the bars named as this reading
     assert "fitted reading (best only where ID >= 0.9)" in capsys.readouterr().out
+    assert not (tmp_path / "t_fig2_fitted.png").exists()   # one depth: no Fig. 2 under this reading either
+    h = [(1000, 0.5, 0.9, 0.0), (2000, 0.95, 0.1, 0.8)]   # depth 3: composes only while ID is fitting
+    _fake_run(tmp_path / "a", 0.8, 2e-4, 0, *papers, (0.1, 0.9), (0.8, 0.8), sets=["model.n_layers=3"],
+              history=[{"step": s, "id_acc": i, "ood_inferential_acc": a, "ood_symmetric_acc": b} for s, i, a, b in h])
+    assert main([str(tmp_path / "a"), "--out", str(out), "--fitted"]) == 0
+    deep = pd.read_csv(tmp_path / "t_cells_fitted.csv").query("n_layers == 3").iloc[0]
+    assert (deep.inferential_best, deep.symmetric_best) == (0.1, 0.8)
+    assert (tmp_path / "t_fig2_fitted.png").stat().st_size > 5000 and (tmp_path / "t_fig2.png").exists()
     _fake_run(tmp_path / "b", 0.3, 2e-4, 0, *papers, (0.0, 0.1), (1.0, 1.0))   # a run without a history
     with pytest.raises(ConfigError, match="no trajectory"):
         main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "u.csv"), "--fitted"])

@@ -288,8 +288,8 @@ def write_fitted(out: str | Path, threshold: float = 0.5, id_min: float = 0.9,
                  lr_range: tuple[float, float] | None = PAPER_LR_RANGE) -> tuple[pd.DataFrame, list[Path]]:
     """From a written run table ``out`` and its ``<stem>_curves.csv`` (:func:`write_tables`), the cells read
     with each run's best taken only where ID >= ``id_min`` (:func:`fitted_rows`): ``<stem>_cells_fitted.csv``
-    and ``<stem>_map_fitted.md``, and its depth-2 figure ``<stem>_fitted.png`` (:func:`plot_cell`), beside the
-    papers' reading (every evaluation counts)."""
+    and ``<stem>_map_fitted.md``, its depth-2 figure ``<stem>_fitted.png`` (:func:`plot_cell`) and, where two
+    depths have cells, Fig. 2 as ``<stem>_fig2_fitted.png`` (:func:`plot_depth`), beside the papers' reading (every evaluation counts)."""
     from .io import atomic_write
 
     out = Path(out)
@@ -301,12 +301,16 @@ def write_fitted(out: str | Path, threshold: float = 0.5, id_min: float = 0.9,
         md = (f"Each run's best over training read only at evaluations with ID >= {id_min:g} (the papers' "
               f"reading, `{out.stem}_map.md`, counts every evaluation).\n\n" + cells_markdown(named))
         paths.append(atomic_write(out.with_name(out.stem + "_map_fitted.md"), lambda p: p.write_text(md)))
-    if (named.n_layers == 2).any():
-        from .plots.headline import plot_cell
-        from .plots.save import save_figure
+    from .plots.headline import depth_groups, plot_cell, plot_depth
+    from .plots.save import save_figure
 
-        fig = plot_cell(named, id_min=id_min, reading=f"best only where ID >= {id_min:g}")
+    reading = f"best only where ID >= {id_min:g}"
+    if (named.n_layers == 2).any():
+        fig = plot_cell(named, id_min=id_min, reading=reading)
         paths += save_figure(fig, out.with_name(out.stem + "_fitted"), formats=("png",), dpi=130)
+    if depth_groups(named):   # Fig. 2 under the same reading
+        fig = plot_depth(named, id_min, reading=reading)
+        paths += save_figure(fig, out.with_name(out.stem + "_fig2_fitted"), formats=("png",), dpi=120)
     return cells, paths
 
 

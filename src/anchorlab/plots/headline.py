@@ -199,11 +199,15 @@ def partial_cells(cells: pd.DataFrame) -> list[bool]:
     fewer runs than its seeds times the group's most lrs per seed (a cell whose runs are still under way reads
     like a full one otherwise). The seed count is printed in each cell."""
     per_seed = (cells.n_runs / cells.n_seeds).max()
-    return (cells.n_runs < cells.n_seeds * per_seed).tolist()
+    short = cells.n_runs < cells.n_seeds * per_seed
+    if {"lrs_min", "lrs_max"} <= set(cells.columns):   # also a cell whose seeds ran different numbers of lrs
+        short |= cells.lrs_min.fillna(0) < cells.lrs_max.fillna(0)
+    return short.tolist()
 
 
-def plot_depth(cells: pd.DataFrame, id_min: float = 0.9) -> Figure:
-    """A row of two heatmaps (symmetric, inferential) over paper gamma x depth per :func:`depth_groups` group."""
+def plot_depth(cells: pd.DataFrame, id_min: float = 0.9, reading: str = "papers' cell") -> Figure:
+    """A row of two heatmaps (symmetric, inferential) over paper gamma x depth per :func:`depth_groups` group;
+    ``reading`` names the bests drawn (the papers' cell, or e.g. the best only where ID had fitted)."""
     from .phase import draw_mapping_pair
 
     groups = depth_groups(cells)
@@ -218,7 +222,7 @@ def plot_depth(cells: pd.DataFrame, id_min: float = 0.9) -> Figure:
         which = "every peak lr" if lrs == "all" else f"peak lrs {lrs}"
         where = "" if dev == "cpu" else f", {dev}"
         draw_mapping_pair(fig, row, c, "paper_gamma", "n_layers", "symmetric_best", "inferential_best", "id_best",
-                          id_min, titles=[f"{m} mapping: papers' cell\n{op_title(op)}, clock {clock:g}x, "
+                          id_min, titles=[f"{m} mapping: {reading}\n{op_title(op)}, clock {clock:g}x, "
                                           f"{which}{where}" for m in ("symmetric", "inferential")],
                           xlabel="paper gamma (std at width 400)", ylabel="depth (layers)", title_size=8)
         gammas, depths = sorted(set(c.paper_gamma)), sorted(set(c.n_layers))   # the heatmap's column / row order
