@@ -58,6 +58,14 @@ def test_demo_over_seeds_and_peak_lrs_gives_both_numbers(tmp_path, capsys):
     r = pd.read_csv(tmp_path / "rates.csv")
     assert list(r.threshold) == [0.5, 0.8] and (r.cases == 4).all()
     assert (tmp_path / "cells.csv").exists() and (tmp_path / "small_init_seed1_lr0.003").is_symlink()
+    # the same rule read only where ID had fitted: its own line per threshold and table, beside the papers'
+    assert out.count("read only at evaluations with ID >= 0.9 (ours)") == 2
+    fitted = pd.read_csv(tmp_path / "rates_fitted.csv")
+    assert list(fitted.threshold) == [0.5, 0.8] and (fitted.cells == r.cells).all()
+    # a best read only where fitted can never exceed the best over every evaluation
+    c, cf = pd.read_csv(tmp_path / "cells.csv"), pd.read_csv(tmp_path / "cells_fitted.csv")
+    for col in ("small_init.inferential_best", "large_init.symmetric_best"):
+        assert (cf[col] <= c[col] + 1e-12).all()
 
 
 def test_the_demos_measured_rate_is_the_committed_studys():

@@ -183,6 +183,9 @@ def test_robustness_with_peak_lrs_reports_the_papers_rule_beside_the_per_run_rat
     r = pd.read_csv(d / "rates.csv")
     assert list(r.threshold) == [0.5, 0.8] and (r.cases == 4).all() and (r.cells == 1).all()
     assert {"paper_contrast_rate", "contrast_rate", "small_composes_per_run", "small_composes_rate"} <= set(r)
+    assert out.count("read only at evaluations with ID >= 0.9 (ours)") == 2    # beside the papers', per threshold
+    cf = pd.read_csv(d / "cells_fitted.csv")
+    assert (cf["small_init.inferential_best"] <= cells["small_init.inferential_best"] + 1e-12).all()
     with pytest.raises(ConfigError, match="peak_lrs"):
         from anchorlab.robustness import run_study
         run_study(str(tmp_path / "x"), "demo/small", 1, [0], peak_lrs=[1e-3], vary={"optim.peak_lr": [1e-3]})
@@ -197,3 +200,30 @@ def test_a_study_reads_only_its_own_runs_from_a_shared_directory(tmp_path):
     b = run_study(str(tmp_path), "demo/small", 1, [0], overrides=[*tiny, "train.epochs=2"], executor="inprocess")
     assert len(list((tmp_path / "runs").iterdir())) == 4
     assert len(a["cases"]) == len(b["cases"]) == 2 and set(a["cases"].run_id).isdisjoint(b["cases"].run_id)
+
+
+def test_the_fitted_reading_by_hand_and_none_where_a_run_lacks_its_history():
+    from anchorlab.eval.judgement import with_fitted_bests
+    from anchorlab.robustness import fitted_tables, judgement_tables
+
+    # one op set, one seed: the small init composes only while ID is 0.6, then takes the mirror
+    hist = {"L": [(1, 1.0, 0.0, 0.95)], "S": [(1, 0.6, 0.9, 0.0), (2, 1.0, 0.1, 0.7)]}
+    runs = [{"run_id": k, "history": [{"step": s, "id_acc": i, "ood_inferential_acc": a, "ood_symmetric_acc": b}
+                                      for s, i, a, b in h]} for k, h in hist.items()]
+    cases = pd.DataFrame([
+        {"run_id": k, "op_set": "A", "seed": 0, "setting": name, "peak_lr": 1e-3, "status": "finished",
+         "id_acc": h[-1][1], "ood_inferential_acc": h[-1][2], "ood_symmetric_acc": h[-1][3],
+         "best_id_acc": max(e[1] for e in h), "best_ood_inferential_acc": max(e[2] for e in h),
+         "best_ood_symmetric_acc": max(e[3] for e in h)}
+        for (k, h), name in zip(hist.items(), ("large_init", "small_init"))])
+    papers = judgement_tables(cases, "large_init", "small_init", (0.5,))["cells"].iloc[0]
+    fit = fitted_tables(cases, runs, "large_init", "small_init", (0.5,))
+    fitted = fit["cells"].iloc[0]
+    assert papers.contrast and papers["small_init.inferential_best"] == 0.9
+    assert not fitted.contrast and fitted["small_init.inferential_best"] == 0.1
+    assert fitted["small_init.solution"] == "memorizes" and fitted.large_memorizes
+    assert fit["rates"].paper_contrast_rate.tolist() == [0.0]
+    assert fitted_tables(cases, runs[:1], "large_init", "small_init", (0.5,)) is None   # S has no history
+    with pytest.raises(ConfigError, match="no trajectory .* S"):
+        with_fitted_bests(cases, pd.DataFrame({"run_id": ["L"], "id_acc": [1.0], "inferential": [0.0],
+                                               "symmetric": [1.0]}))

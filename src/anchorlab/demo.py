@@ -8,7 +8,9 @@ land in ``DIR/results.sqlite``::
     DIR/runs/<run_id>/                 run directories (DIR/large_init, DIR/small_init link to them)
     DIR/results.sqlite                 the sweep store (`anchorlab report DIR` works)
     DIR/summary.json                   {"models": one object per model (accuracies, top deviations, wall
-                                       time), "rule", "rates" (this run's, per threshold), "setting_measured"}
+                                       time), "rule", "rates" (this run's, per threshold), "rates_fitted"
+                                       (the same read only where ID had fitted), "setting_measured"}
+    DIR/{rates,cells,seeds}[_fitted].csv   the papers' rule beside the per-run rate; _fitted: that reading
     DIR/summary.csv                    one row per model
     DIR/ood_over_training.png          (4,3) accuracy under both hypotheses vs step
 """
@@ -103,7 +105,7 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
     the best over lrs and training), ``attrs["summary"]`` their printed lines."""
     from .plots.save import save_figure
     from .plots.training import plot_ood_over_training
-    from .robustness import case_table, judge, judgement_tables, rates, summary_lines
+    from .robustness import case_table, fitted_tables, judge, judgement_tables, rates, summary_lines
     from .sweep.results import finals
     from .sweep.runner import run_sweep
 
@@ -130,16 +132,22 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
             except OSError:
                 pass
     table = pd.DataFrame(rows).sort_values(["seed", "peak_lr", "gamma"]).reset_index(drop=True)
-    cases = case_table([f for f in finals(out) if f["run_id"] in set(runs.run_id)])
+    ran = [f for f in finals(out) if f["run_id"] in set(runs.run_id)]
+    cases = case_table(ran)
     table.attrs["rates"] = rates(judge(cases))
     jt = judgement_tables(cases, "large_init", "small_init", thresholds)
+    fit = fitted_tables(cases, ran, "large_init", "small_init", thresholds)   # ours, beside the papers'
     table.attrs["rates_table"] = jt["rates"]
-    table.attrs["summary"] = summary_lines(jt["rates"], max(len(peak_lrs or ()), 1), seeds)
+    table.attrs["summary"] = summary_lines(jt["rates"], max(len(peak_lrs or ()), 1), seeds,
+                                           fitted=fit["rates"] if fit else None)
     for name in ("rates", "cells", "seeds"):
         atomic_write(out / f"{name}.csv", lambda p, t=jt[name]: t.to_csv(p, index=False))
+        if fit:
+            atomic_write(out / f"{name}_fitted.csv", lambda p, t=fit[name]: t.to_csv(p, index=False))
     rows = table.to_dict("records")
-    write_json(out / "summary.json", {"models": rows, "rule": RULE,
-                                      "rates": jt["rates"].to_dict("records"), "setting_measured": MEASURED})
+    write_json(out / "summary.json", {"models": rows, "rule": RULE, "rates": jt["rates"].to_dict("records"),
+                                      "rates_fitted": fit["rates"].to_dict("records") if fit else None,
+                                      "setting_measured": MEASURED})
     atomic_write(out / "summary.csv", lambda p: table.to_csv(p, index=False))
     first = [r for r in rows if (r["seed"], r["peak_lr"]) == (rows[0]["seed"], rows[0]["peak_lr"])]
     hist = {r["model"]: pd.DataFrame(read_json(Path(r["run_dir"]) / "final.json")["history"]) for r in first}

@@ -22,6 +22,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from .eval.judgement import curve_rows
+
 PAPER_WIDTH = 400
 PAPER_STEPS = 92_190   # NeurIPS App. A: 210 epochs of 900k sequences at batch 2048 (439 full batches each)
 COLUMNS = ["op_set", "paper_gamma", "peak_lr", "seed", "id_acc", "inferential_best", "symmetric_best",
@@ -191,18 +193,6 @@ def join_rows(new: pd.DataFrame, old: pd.DataFrame) -> pd.DataFrame:
     return with_earlier(new, old).sort_values(ROW_ORDER).reset_index(drop=True)
 
 
-CURVE_COLUMNS = ["run_id", "step", "id_acc", "inferential", "symmetric"]
-
-
-def curve_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """final.json dicts -> one row per (run, evaluation): ID accuracy and the held-out pair's accuracy
-    under each mapping, from each run's ``history`` (the evaluations its best over training was taken
-    from; rows without the held-out metrics are left out)."""
-    rows = [(f["run_id"], h["step"], h.get("id_acc"), h["ood_inferential_acc"], h.get("ood_symmetric_acc"))
-            for f in runs for h in f.get("history") or [] if h.get("ood_inferential_acc") is not None]
-    return pd.DataFrame(rows, columns=CURVE_COLUMNS)
-
-
 def seed_table(rows: pd.DataFrame, lr_range: tuple[float, float] | None = PAPER_LR_RANGE) -> pd.DataFrame:
     """:func:`cell_rows` -> one row per (clock, depth, op set, paper gamma, lrs, seed): each mapping's best
     over the lrs and training (``*_best``) and ``n_lrs``, the numbers the papers' cell averages."""
@@ -267,20 +257,14 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
 
 def fitted_rows(rows: pd.DataFrame, curves: pd.DataFrame, id_min: float = 0.9) -> pd.DataFrame:
     """A run table whose ``inferential_best`` / ``symmetric_best`` are read only at the evaluations with
-    ID >= ``id_min`` (:func:`anchorlab.eval.judgement.fitted_bests` over :func:`curve_rows`); a completed run
-    without a trajectory is refused, so that no cell mixes the two readings."""
-    from .config import ConfigError
-    from .eval.judgement import fitted_bests
+    ID >= ``id_min`` (:func:`anchorlab.eval.judgement.with_fitted_bests` over :func:`curve_rows`); a completed
+    run without a trajectory is refused, so that no cell mixes the two readings."""
+    from .eval.judgement import with_fitted_bests
 
-    done = _judged(rows).run_id
-    lacking = sorted(set(done) - set(curves.run_id))
-    if lacking:
-        raise ConfigError(f"fitted reading: no trajectory (curves) for run(s) {', '.join(lacking[:5])}"
-                          f"{' ...' if len(lacking) > 5 else ''}; re-read them from their directories")
-    fb = fitted_bests(curves[curves.run_id.isin(done)], id_min).set_index("run_id")
+    done = rows.index.isin(_judged(rows).index)
     out = rows.copy()
-    for col, src in (("inferential_best", "best_ood_inferential_acc"), ("symmetric_best", "best_ood_symmetric_acc")):
-        out[col] = out.run_id.map(fb[src]).where(out.run_id.isin(fb.index), out[col])
+    cols = {"inferential": "inferential_best", "symmetric": "symmetric_best"}
+    out.loc[done, list(cols.values())] = with_fitted_bests(rows[done], curves, id_min, cols)[list(cols.values())]
     return out
 
 

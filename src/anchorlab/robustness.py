@@ -200,6 +200,21 @@ def judgement_tables(cases: pd.DataFrame, large: str, small: str, thresholds: Se
     return {"seeds": seed_bests(ok, [*by, "op_set", "setting"]), "cells": cells, "rates": table}
 
 
+def fitted_tables(cases: pd.DataFrame, runs: Sequence[Mapping[str, Any]], large: str, small: str,
+                  thresholds: Sequence[float] = (0.5, 0.8), id_min: float = 0.9,
+                  by: Sequence[str] = ()) -> dict[str, pd.DataFrame] | None:
+    """:func:`judgement_tables` with each run's best over training read only at the evaluations with ID >=
+    ``id_min`` (:func:`anchorlab.eval.judgement.with_fitted_bests` over the runs' histories; our reading, not
+    the papers'); ``None`` where a completed run has no history (then no table mixes the two readings)."""
+    from .eval.judgement import curve_rows, with_fitted_bests
+
+    ok = cases[cases.status.isin(["finished", "stopped_early", "diverged"])]
+    curves = curve_rows([f for f in runs if f.get("run_id") in set(ok.run_id)])
+    if not len(ok) or not set(ok.run_id) <= set(curves.run_id):
+        return None
+    return judgement_tables(with_fitted_bests(ok, curves, id_min), large, small, thresholds, id_min, by)
+
+
 def paired_cases(cases: pd.DataFrame, key: str, threshold: float = 0.5, id_min: float = 0.9) -> pd.DataFrame:
     """One row per case (op set, seed, setting, peak lr) with each value of the varied ``key`` side by side:
     final ID / inferential / symmetric accuracy and the solution (:func:`anchorlab.analysis.verdict.outcome`
@@ -219,8 +234,10 @@ def paired_cases(cases: pd.DataFrame, key: str, threshold: float = 0.5, id_min: 
     return wide.reset_index()
 
 
-def summary_lines(rates_table: pd.DataFrame, n_lrs: int, n_seeds: int, id_min: float = 0.9) -> list[str]:
-    """One line per threshold: the papers' rule and the per-run rate, always together."""
+def summary_lines(rates_table: pd.DataFrame, n_lrs: int, n_seeds: int, id_min: float = 0.9,
+                  fitted: pd.DataFrame | None = None) -> list[str]:
+    """One line per threshold: the papers' rule and the per-run rate, always together; with ``fitted`` (the
+    rates table of :func:`fitted_tables`), a line per threshold with the same rule read only where ID had fitted."""
     out = []
     for r in rates_table.itertuples(index=False):
         n = int(r.cells)
@@ -232,6 +249,11 @@ def summary_lines(rates_table: pd.DataFrame, n_lrs: int, n_seeds: int, id_min: f
             f"{round(r.paper_contrast_only_rate * n)}/{n}); per run (each lr and seed, final): contrast in "
             f"{r.contrast_rate:.0%} of {int(r.cases)} cases (large init memorizes {r.large_memorizes_per_run:.0%}, "
             f"small init composes {r.small_composes_per_run:.0%} of runs)")
+    for r in (fitted.itertuples(index=False) if fitted is not None else ()):
+        n = int(r.cells)
+        out.append(f"  the same rule read only at evaluations with ID >= {id_min:g} (ours): contrast in "
+                   f"{round(r.paper_contrast_rate * n)}/{n} (large init memorizes {round(r.paper_large_memorizes_rate * n)}/"
+                   f"{n}, small init composes {round(r.paper_small_composes_rate * n)}/{n}) at OOD >= {r.threshold:g}")
     return out
 
 
@@ -248,7 +270,9 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
     the papers' rule and the per-run rates); with ``vary``, also ``map.csv`` (one row per grid point,
     :func:`rate_map`), ``paper_map.csv`` (``rates`` per grid point and threshold) and ``regime_map.png``.
     ``peak_lrs``: train every case at each of these peak lrs (``optim.peak_lr``).
-    Return ``{"rates", "rates_table", "judged", "cases", "seeds", "cells", "summary", "files"}`` (and ``"map"``);
+    ``seeds_fitted.csv``, ``cells_fitted.csv``, ``rates_fitted.csv``: the same read only where ID had fitted
+    (:func:`fitted_tables`; ``res["fitted"]``, None where a run lacks its history).
+    Return ``{"rates", "rates_table", "judged", "cases", "seeds", "cells", "fitted", "summary", "files"}`` (and ``"map"``);
     ``summary``: printable lines giving the papers' rule beside the per-run rate."""
     from pathlib import Path
 
@@ -272,15 +296,19 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
     by = list(vary or {})
     large, small = settings[0].name, settings[1].name
     # this study's runs only: a directory shared with other sweeps (docs/headline.md) holds more
-    cases = case_table([f for f in finals(out) if f["run_id"] in ids], settings, by)
+    runs = [f for f in finals(out) if f["run_id"] in ids]
+    cases = case_table(runs, settings, by)
     judged = judge(cases, large, small, id_min, max(thresholds), by=by)
     jt = judgement_tables(cases, large, small, thresholds, id_min, by)
+    fit = fitted_tables(cases, runs, large, small, thresholds, id_min, by)
     r = rates(judged)
     tables = [("cases", cases), ("judged", judged), ("seeds", jt["seeds"]), ("cells", jt["cells"]),
               ("rates", jt["rates"])]
+    tables += [(f"{k}_fitted", fit[k]) for k in ("seeds", "cells", "rates")] if fit else []
     res: dict[str, Any] = {"rates": r, "rates_table": jt["rates"], "judged": judged, "cases": cases,
-                           "seeds": jt["seeds"], "cells": jt["cells"]}
-    res["summary"] = summary_lines(jt["rates"], max(len(peak_lrs or ()), 1), len(seeds), id_min) if not by else [
+                           "seeds": jt["seeds"], "cells": jt["cells"], "fitted": fit}
+    res["summary"] = summary_lines(jt["rates"], max(len(peak_lrs or ()), 1), len(seeds), id_min,
+                                   fit["rates"] if fit else None) if not by else [
         "\nthe papers' rule beside the per-run rates, per grid point and threshold (paper_map.csv):",
         jt["rates"].to_string(index=False, float_format=lambda v: f"{v:.2f}")]
     if by:

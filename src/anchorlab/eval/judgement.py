@@ -17,7 +17,7 @@ Input: one row per run with the grouping keys (e.g. ``op_set``, ``setting``),
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -63,6 +63,33 @@ def fitted_bests(curves: pd.DataFrame, id_min: float = 0.9, run: str = "run_id")
     out[BEST["id"]] = curves.groupby(run).id_acc.max().reindex(out.index)
     out["fitted_evals"] = fitted.groupby(run).size().reindex(out.index).fillna(0).astype(int)
     return out.reset_index()
+
+
+CURVE_COLUMNS = ["run_id", "step", "id_acc", "inferential", "symmetric"]
+
+
+def curve_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """final.json dicts -> one row per (run, evaluation): ID accuracy and the held-out pair's accuracy
+    under each mapping, from each run's ``history`` (the evaluations its best over training was taken
+    from; rows without the held-out metrics are left out). :func:`fitted_bests` reads this table."""
+    rows = [(f["run_id"], h["step"], h.get("id_acc"), h["ood_inferential_acc"], h.get("ood_symmetric_acc"))
+            for f in runs for h in f.get("history") or [] if h.get("ood_inferential_acc") is not None]
+    return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+
+
+def with_fitted_bests(runs: pd.DataFrame, curves: pd.DataFrame, id_min: float = 0.9,
+                      columns: Mapping[str, str] | None = None, run: str = "run_id") -> pd.DataFrame:
+    """``runs`` with each run's best inferential / symmetric accuracy (``columns``: mapping -> column, by
+    default ``best_ood_*``) replaced by :func:`fitted_bests` over ``curves``; a run without a trajectory is
+    refused (ConfigError), so that no table mixes the two readings."""
+    cols = dict(columns or {m: BEST[m] for m in ("inferential", "symmetric")})
+    _check(runs, [run, *cols.values()])
+    lacking = sorted(set(runs[run]) - set(curves[run]))
+    if lacking:
+        raise ConfigError(f"fitted reading: no trajectory (curves) for run(s) {', '.join(map(str, lacking[:5]))}"
+                          f"{' ...' if len(lacking) > 5 else ''}; re-read them from their directories")
+    fb = fitted_bests(curves[curves[run].isin(runs[run])], id_min, run).set_index(run)
+    return runs.assign(**{col: runs[run].map(fb[BEST[m]]).to_numpy() for m, col in cols.items()})
 
 
 def per_run_passes(runs: pd.DataFrame, mapping: str, threshold: float, id_min: float = 0.9) -> pd.Series:
