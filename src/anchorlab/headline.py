@@ -273,7 +273,8 @@ def write_fitted(out: str | Path, threshold: float = 0.5, id_min: float = 0.9,
     """From a written run table ``out`` and its ``<stem>_curves.csv`` (:func:`write_tables`), the cells read
     with each run's best taken only where ID >= ``id_min`` (:func:`fitted_rows`): ``<stem>_cells_fitted.csv``
     and ``<stem>_map_fitted.md``, its depth-2 figure ``<stem>_fitted.png`` (:func:`plot_cell`) and, where two
-    depths have cells, Fig. 2 as ``<stem>_fig2_fitted.png`` (:func:`plot_depth`), beside the papers' reading (every evaluation counts)."""
+    depths have cells, Fig. 2 as ``<stem>_fig2_fitted.png`` (:func:`plot_depth`), beside the papers' reading
+    (every evaluation counts)."""
     from .io import atomic_write
 
     out = Path(out)

@@ -239,6 +239,7 @@ def summary_lines(rates_table: pd.DataFrame, n_lrs: int, n_seeds: int, id_min: f
     """One line per threshold: the papers' rule and the per-run rate, always together; with ``fitted`` (the
     rates table of :func:`fitted_tables`), a line per threshold with the same rule read only where ID had fitted."""
     out = []
+    fit = {r.threshold: r for r in fitted.itertuples(index=False)} if fitted is not None else {}
     for r in rates_table.itertuples(index=False):
         n = int(r.cells)
         out.append(
@@ -249,11 +250,12 @@ def summary_lines(rates_table: pd.DataFrame, n_lrs: int, n_seeds: int, id_min: f
             f"{round(r.paper_contrast_only_rate * n)}/{n}); per run (each lr and seed, final): contrast in "
             f"{r.contrast_rate:.0%} of {int(r.cases)} cases (large init memorizes {r.large_memorizes_per_run:.0%}, "
             f"small init composes {r.small_composes_per_run:.0%} of runs)")
-    for r in (fitted.itertuples(index=False) if fitted is not None else ()):
-        n = int(r.cells)
-        out.append(f"  the same rule read only at evaluations with ID >= {id_min:g} (ours): contrast in "
-                   f"{round(r.paper_contrast_rate * n)}/{n} (large init memorizes {round(r.paper_large_memorizes_rate * n)}/"
-                   f"{n}, small init composes {round(r.paper_small_composes_rate * n)}/{n}) at OOD >= {r.threshold:g}")
+        if r.threshold in fit:
+            f = fit[r.threshold]
+            out.append(f"  the same rule read only at evaluations with ID >= {id_min:g} (ours): contrast in "
+                       f"{round(f.paper_contrast_rate * n)}/{n} (large init memorizes "
+                       f"{round(f.paper_large_memorizes_rate * n)}/{n}, small init composes "
+                       f"{round(f.paper_small_composes_rate * n)}/{n})")
     return out
 
 

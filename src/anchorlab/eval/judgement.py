@@ -104,7 +104,8 @@ def paper_cells(runs: pd.DataFrame, keys: Sequence[str], threshold: float, id_mi
 
     ``<mapping>_best``: mean over seeds of each seed's best over lrs and training (the papers' cell);
     ``n_seeds``; ``lrs_min`` / ``lrs_max``: the fewest and most lrs a seed of the cell has (unequal: a
-    partial cell, whose seeds' bests are taken over different grids); ``<mapping>_final``: mean final accuracy over every run of the cell;
+    partial cell, whose seeds' bests are taken over different grids); ``<mapping>_final``: mean final
+    accuracy over every run of the cell;
     ``inferential_per_run`` / ``symmetric_per_run``: the fraction of the cell's runs (each lr and seed
     on its own, final metrics) with ID >= ``id_min`` and that mapping >= ``threshold``; ``n_runs``;
     ``threshold``, ``id_min``; ``solution``: the cell read on both mappings at once (:func:`cell_solution`).
