@@ -121,6 +121,36 @@ def test_rerun_skips_done_and_retries_failed(tmp_path):
     assert (st2[status == "diverged"] == "diverged").all()                # divergence is final
 
 
+def test_runs_done_on_another_machine_are_left_out_by_a_committed_table(tmp_path, capsys):
+    from anchorlab.cli import main
+    from anchorlab.sweep.results import done_ids
+
+    first = run_sweep(SPEC, tmp_path / "a", executor="inprocess", run_fn=fake_run)   # "another machine"
+    ids = sorted(first.run_id.unique())
+    table = tmp_path / "committed.csv"   # what that machine committed: two finished runs, one that failed
+    pd.DataFrame({"run_id": ids[:3], "status": ["finished", "stopped_early", "failed"]}).to_csv(table, index=False)
+    done = done_ids([table])
+    assert done == set(ids[:2])                                      # a failed row is not done
+    plan = plan_sweep(SPEC, tmp_path / "b", done_elsewhere=done).set_index("run_id")
+    assert set(plan.loc[ids[:2], "status"]) == {"elsewhere"} and set(plan.loc[ids[:2], "action"]) == {"skip"}
+    assert (plan.drop(index=ids[:2]).action == "run").all()
+    df = run_sweep(SPEC, tmp_path / "b", executor="inprocess", run_fn=fake_run, done_elsewhere=done)
+    assert set(df.run_id) == set(ids[2:]) and all(calls(tmp_path / "b", i) == 0 for i in ids[:2])
+    # a run this store completed stays its own, whatever the table says
+    assert plan_sweep(SPEC, tmp_path / "a", done_elsewhere=done).set_index("run_id").loc[ids[0], "status"] == "finished"
+    with pytest.raises(ConfigError, match="no run_id column; its columns: status"):
+        pd.DataFrame({"status": ["finished"]}).to_csv(tmp_path / "bad.csv", index=False)
+        done_ids([tmp_path / "bad.csv"])
+    with pytest.raises(ConfigError, match="--done-in .*nope.csv: no such file"):
+        done_ids([tmp_path / "nope.csv"])
+    spec = tmp_path / "fake.yaml"
+    spec.write_text(json.dumps(SPEC))
+    capsys.readouterr()
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "c"), "--done-in", str(table), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" elsewhere ") == 2 and f"{len(ids)} runs; {len(ids) - 2} to do" in out
+
+
 def test_completed_run_dir_is_adopted_without_running(tmp_path):
     plan = plan_sweep(SPEC)
     assert set(plan.action) == {"run"} and len(plan) == 12

@@ -213,15 +213,19 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
 
         spec = restrict(spec, a.only)
     out = Path(a.out) if a.out else Path("runs") / spec.name
+    from .sweep.results import done_ids
+
+    elsewhere = done_ids(a.done_in)
     if a.dry_run:
-        return dry_run(spec, out, a.workers or 2)
-    plan = plan_sweep(spec, out)
+        return dry_run(spec, out, a.workers or 2, elsewhere)
+    plan = plan_sweep(spec, out, done_elsewhere=elsewhere)
     will_create(a, out)
     todo = int((plan.action != "skip").sum())
-    print(f"sweep {spec.name}: {len(plan)} runs, {todo} to do, executor={a.executor}, out={out}", flush=True)
+    away = f", {int((plan.status == 'elsewhere').sum())} done elsewhere (--done-in)" if a.done_in else ""
+    print(f"sweep {spec.name}: {len(plan)} runs, {todo} to do{away}, executor={a.executor}, out={out}", flush=True)
     bar, on_result = _progress_bar(todo, spec.name, not a.no_progress)
     df = run_sweep(spec, out, executor=a.executor, max_workers=a.workers, stack=parse_stack(a.stack),
-                   on_result=on_result)
+                   on_result=on_result, done_elsewhere=elsewhere)
     if bar:
         bar.close()
     st = df.drop_duplicates("run_id").status.value_counts().to_dict()

@@ -101,6 +101,9 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
                     help="run a slice: keep the axis values given (repeatable; run ids unchanged, so the full "
                          "sweep into the same --out skips them), e.g. --only init.gamma=0.8 --only train.init_seed=0")
     sp.add_argument("--out", help="sweep directory (default: runs/<name>)")
+    sp.add_argument("--done-in", action="append", default=[], metavar="TABLE",
+                    help="a run table CSV with a run_id column (e.g. docs/figures/fig2_cell_cpu.csv): its completed "
+                         "runs were done on another machine and are not trained again (repeatable)")
     sp.add_argument("--dry-run", action="store_true",
                     help="list the runs, each run's peak lr, what would be done and its estimated cost; train nothing")
     execution(sp)

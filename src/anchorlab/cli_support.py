@@ -11,6 +11,7 @@ folders a failed command created and left empty.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 from pathlib import Path
 
 from .config import ConfigError
@@ -105,8 +106,9 @@ def run_arg(path: str) -> str:
     return path
 
 
-def dry_run(spec, out: Path, workers: int) -> int:
-    """Print a sweep's runs, what would be done and the estimated compute of the runs to do; train nothing."""
+def dry_run(spec, out: Path, workers: int, done_elsewhere: Collection[str] = ()) -> int:
+    """Print a sweep's runs, what would be done and the estimated compute of the runs to do; train nothing.
+    ``done_elsewhere``: run ids completed on another machine (skipped, status ``elsewhere``)."""
     import pandas as pd
 
     from .reproduce.estimate import ASSUMPTIONS, describe_compute, sweep_compute
@@ -114,7 +116,7 @@ def dry_run(spec, out: Path, workers: int) -> int:
     from .sweep.runner import plan_sweep
 
     spec = load_sweep(spec)
-    plan = plan_sweep(spec, out)
+    plan = plan_sweep(spec, out, done_elsewhere=done_elsewhere)
     with pd.option_context("display.width", 200, "display.max_rows", 500, "display.max_columns", 30):
         print(plan.to_string(index=False))
     todo = set(plan.run_id[plan.action != "skip"]) if len(plan) else set()

@@ -140,6 +140,26 @@ def earlier_tables(paths: Sequence[str | Path], columns: Sequence[str], drop: Se
     return df
 
 
+def done_ids(paths: Sequence[str | Path]) -> set[str]:
+    """The run ids that earlier run tables (CSV files with a ``run_id`` column, e.g. a committed
+    ``docs/figures/*.csv``) hold as completed (``status`` in :data:`COMPLETED` where the table has one):
+    runs done on another machine, whose directories are gone, that a sweep need not train again. A table
+    that is missing or lacks ``run_id`` is refused (ConfigError) naming it and its columns."""
+    import pandas as pd
+
+    out: set[str] = set()
+    for p in paths:
+        if not Path(p).is_file():
+            raise ConfigError(f"--done-in {p}: no such file (a run table CSV with a run_id column)")
+        df = pd.read_csv(p)
+        if "run_id" not in df.columns:
+            raise ConfigError(f"--done-in {p}: no run_id column; its columns: {', '.join(map(str, df.columns))}")
+        if "status" in df.columns:
+            df = df[df.status.isin(COMPLETED)]
+        out |= set(df.run_id.astype(str))
+    return out
+
+
 def spec_axes(spec: dict) -> list[str]:
     """Every axis key of a sweep spec mapping (``axes`` then ``zip`` groups)."""
     axes = list(spec.get("axes") or {})

@@ -30,7 +30,7 @@ import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Future, wait
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 import pandas as pd
 import yaml
@@ -206,7 +206,7 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
               run_fn: "str | RunFn | None" = None, retry_failed: bool = True, *,
               store_history: bool = True,
               on_result: Callable[[RunSpec, str], None] | None = None,
-              stack: "str | int" = "auto") -> pd.DataFrame:
+              stack: "str | int" = "auto", done_elsewhere: Collection[str] = ()) -> pd.DataFrame:
     """Run every pending run of ``spec`` into ``out_dir``; return the tidy table of its runs.
 
     ``executor``: ``'process'`` (local pool, one torch thread per worker),
@@ -215,12 +215,15 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
     ``anchorlab.train:run``; it must be picklable (module level)
     for process and Ray executors. ``on_result(run, status)`` is called after
     each run is recorded (progress bars). ``stack`` ("auto", "never" or a
-    maximum stack size) trains same-shape runs as stacks (see :func:`plan_jobs`).
+    maximum stack size) trains same-shape runs as stacks (see :func:`plan_jobs`). ``done_elsewhere``: run
+    ids completed on another machine (:func:`anchorlab.sweep.results.done_ids` of committed run tables);
+    they are left out of this sweep's runs, neither trained nor registered.
     Returns
     :meth:`ResultStore.to_dataframe` (final and best metrics) of this sweep's runs.
     """
     spec = load_sweep(spec)
-    runs = expand(spec)
+    elsewhere = set(done_elsewhere)
+    runs = [r for r in expand(spec) if r.run_id not in elsewhere]
     out = Path(out_dir).resolve()  # absolute: workers (Ray) may run elsewhere
     out.mkdir(parents=True, exist_ok=True)
     plain = json.loads(json.dumps(spec.to_dict(), default=list))
@@ -317,21 +320,24 @@ def _execute(store: ResultStore, todo: list[RunSpec], dir_of: Callable[[str], Pa
 
 
 def plan_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str | Path | None = None,
-               retry_failed: bool = True) -> pd.DataFrame:
+               retry_failed: bool = True, done_elsewhere: Collection[str] = ()) -> pd.DataFrame:
     """Dry run: one row per run (run_id, axes, status in the store or 'new', action); writes nothing.
 
     ``action`` is ``run`` (new or pending), ``resume`` (was running), ``retry``
-    (failed, with ``retry_failed``) or ``skip``.
+    (failed, with ``retry_failed``) or ``skip``; a run of ``done_elsewhere`` that this store has not
+    completed has status ``elsewhere`` and is skipped (as :func:`run_sweep` leaves it out).
     """
     spec = load_sweep(spec)
     df = runs_frame(expand(spec))
     if df.empty:
         return df
     statuses = stored_statuses(Path(out_dir) / "results.sqlite") if out_dir is not None else {}
-    df["status"] = [statuses.get(i, "new") for i in df.run_id]
+    elsewhere = set(done_elsewhere)
+    df["status"] = [statuses.get(i, "elsewhere" if i in elsewhere else "new") for i in df.run_id]
+    df.loc[df.run_id.isin(elsewhere) & ~df.status.isin(COMPLETED), "status"] = "elsewhere"
     act = {"new": "run", "pending": "run", "running": "resume", "finished": "skip", "stopped_early": "skip",
            "diverged": "skip",
-           "failed": "retry" if retry_failed else "skip"}
+           "failed": "retry" if retry_failed else "skip", "elsewhere": "skip"}
     df["action"] = df.status.map(act)
     df.attrs["axes"] = list(spec.axis_keys)
     return df
