@@ -378,3 +378,27 @@ def test_the_map_says_where_a_cells_seeds_ran_different_lrs():
     assert "| 3 (14; 4-5 lrs a seed) |" in md and "| b | cpu | 0.3 | 3 (14) |" in md
     # a table from before the columns existed reads as it did
     assert "lrs a seed" not in cells_markdown(cells.drop(columns=["lrs_min", "lrs_max"]))
+
+
+def test_the_map_counts_the_contrast_case_by_case_where_both_gammas_ran_the_same_seed_and_lr():
+    from anchorlab.headline import pair_table, pairs_markdown
+
+    def row(gamma, seed, lr, i, inf, sym, device="cpu: X", op="a"):
+        return dict(clock=0.5, n_layers=2, op_set=op, paper_gamma=gamma, peak_lr=lr, seed=seed, id_acc=i,
+                    inferential_final=inf, symmetric_final=sym, inferential_best=inf, symmetric_best=sym,
+                    id_best=i, status="finished", device=device)
+
+    rows = pd.DataFrame([
+        row(0.3, 0, 1e-4, 1.0, 0.0, 0.9), row(0.8, 0, 1e-4, 1.0, 0.8, 0.0),     # contrast
+        row(0.3, 1, 1e-4, 1.0, 0.0, 0.9), row(0.8, 1, 1e-4, 0.5, 0.8, 0.0),     # the small init did not fit
+        row(0.3, 0, 2e-4, 1.0, 0.6, 0.1), row(0.8, 0, 2e-4, 1.0, 0.9, 0.0),     # the large init composes too
+        row(0.8, 2, 1e-4, 1.0, 0.9, 0.0),                                        # no large-init twin: not a case
+        row(0.3, 0, 1e-4, 1.0, 0.0, 1.0, device="cuda: H"),                     # another device: no twin there
+        row(0.5, 0, 1e-4, 1.0, 0.0, 1.0)])                                       # the middle gamma is no side
+    p = pair_table(rows).iloc[0]
+    assert len(pair_table(rows)) == 1 and p.devices == "cpu"
+    assert (p.cases, p.contrast, p.large_memorizes, p.small_composes) == (3, 1, 2, 2)
+    assert pair_table(rows, threshold=0.85).iloc[0].small_composes == 1
+    md = pairs_markdown(pair_table(rows), 0.5, 0.9)
+    assert "Case by case" in md and "| 0.5x | 2 | a | cpu | 3 | 1 | 2 | 2 |" in md
+    assert pairs_markdown(pair_table(rows[rows.paper_gamma == 0.8]), 0.5, 0.9) == ""

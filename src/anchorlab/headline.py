@@ -163,6 +163,27 @@ def cells_markdown(cells: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
+def pair_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9, large: float = 0.3,
+               small: float = 0.8) -> pd.DataFrame:
+    """The contrast case by case: per (clock, depth, device, op set), the (seed, peak lr) cases run at both
+    paper gammas ``large`` and ``small``, each pair on its own (:func:`anchorlab.robustness.case_counts`)."""
+    from .robustness import case_counts
+
+    r = _judged(rows).assign(devices=lambda d: device_kind(d.device))
+    r = r[r.paper_gamma.isin([large, small])].assign(setting=lambda d: d.paper_gamma.map({large: "L", small: "S"}))
+    return case_counts(r, "L", "S", id_min, threshold, ["clock", "n_layers", "devices"])
+
+
+def pairs_markdown(pairs: pd.DataFrame, threshold: float, id_min: float) -> str:
+    """:func:`pair_table` as a Markdown table for the map ("" without cases)."""
+    head = (f"\nCase by case: the same seed and peak lr at paper gammas 0.3 and 0.8, final metrics (OOD >= "
+            f"{threshold:g}, ID >= {id_min:g}).\n\n| clock | depth | op set | device | cases | large init memorizes "
+            "and small init composes | large init memorizes | small init composes |\n" + "|---" * 8 + "|\n")
+    return head + "".join(f"| {p.clock:g}x | {int(p.n_layers)} | {p.op_set} | {p.devices} | {int(p.cases)} | "
+                          f"{int(p.contrast)} | {int(p.large_memorizes)} | {int(p.small_composes)} |\n"
+                          for p in pairs.itertuples()) if len(pairs) else ""
+
+
 def _partial(cell: Any) -> str:
     """``"; 4-5 lrs a seed"`` where a cell's seeds have different numbers of lrs (a partial cell), else ``""``."""
     lo, hi = getattr(cell, "lrs_min", None), getattr(cell, "lrs_max", None)
@@ -240,7 +261,8 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
              atomic_write(out.with_name(out.stem + "_curves.csv"),
                           lambda p: curves.sort_values(["run_id", "step"]).to_csv(p, index=False))]
     if len(cells) and cells.paper_gamma.notna().any():
-        md = cells_markdown(cells[cells.paper_gamma.notna()])
+        md = cells_markdown(cells[cells.paper_gamma.notna()]) + pairs_markdown(
+            pair_table(rows, threshold, id_min), threshold, id_min)
         paths.append(atomic_write(out.with_name(out.stem + "_map.md"), lambda p: p.write_text(md)))
     from .plots.headline import depth_groups, drawn_runs, plot_cell, plot_curves, plot_depth
     from .plots.save import save_figure
@@ -358,9 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--lr-range: must be LO,HI (two numbers, 0 < LO <= HI) or none, got {a.lr_range!r}")
     rows, cells, paths = write_tables(a.sweep_dirs, a.out, a.threshold, a.id_min, a.with_rows, lr_range)
     if len(cells):
-        cols = ["clock", "n_layers", "op_set", "paper_gamma", "devices", "lrs", "n_seeds", "lrs_min", "lrs_max",
-                "n_runs", "id_best",
-                "inferential_best", "symmetric_best", "inferential_per_run", "symmetric_per_run", "solution"]
+        cols = ["clock", "n_layers", "op_set", "paper_gamma", "devices", "lrs", "n_seeds", "lrs_min", "lrs_max", "n_runs",
+                "id_best", "inferential_best", "symmetric_best", "inferential_per_run", "symmetric_per_run", "solution"]
         with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 50):
             print(cells[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"{len(rows)} runs; wrote {', '.join(map(str, paths))}")

@@ -155,6 +155,19 @@ def judge(cases: pd.DataFrame, large: str = "large_init", small: str = "small_in
     return w
 
 
+def case_counts(cases: pd.DataFrame, large: str, small: str, id_min: float = 0.9, acc_min: float = 0.5,
+                by: Sequence[str] = ()) -> pd.DataFrame:
+    """Per ([by...,] op set): the cases (seed[, peak lr]) run in both settings, judged each on its own
+    (:func:`judge`): ``cases`` and how many have ``contrast``, ``large_memorizes``, ``small_composes``."""
+    cols = [*by, "op_set", "cases", "contrast", "large_memorizes", "small_composes"]
+    if not len(cases):
+        return pd.DataFrame(columns=cols)
+    j = judge(cases, large, small, id_min, acc_min, by).dropna(subset=[f"{large}.id_acc", f"{small}.id_acc"])
+    return (j.groupby([*by, "op_set"], sort=True).agg(
+        cases=("contrast", "size"), contrast=("contrast", "sum"), large_memorizes=("large_memorizes", "sum"),
+        small_composes=("small_composes", "sum")).reset_index()[cols])
+
+
 def rates(judged: pd.DataFrame) -> dict[str, float]:
     """Fractions of cases: contrast, large-init memorizes, small-init composes; and the case count."""
     n = len(judged)
