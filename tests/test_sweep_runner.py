@@ -138,6 +138,7 @@ def test_runs_done_on_another_machine_are_left_out_by_a_committed_table(tmp_path
     assert set(df.run_id) == set(ids[2:]) and all(calls(tmp_path / "b", i) == 0 for i in ids[:2])
     # a run this store completed stays its own, whatever the table says
     assert plan_sweep(SPEC, tmp_path / "a", done_elsewhere=done).set_index("run_id").loc[ids[0], "status"] == "finished"
+    assert set(run_sweep(SPEC, tmp_path / "a", executor="inprocess", run_fn=fake_run, done_elsewhere=done).run_id) == set(ids)
     with pytest.raises(ConfigError, match="no run_id column; its columns: status"):
         pd.DataFrame({"status": ["finished"]}).to_csv(tmp_path / "bad.csv", index=False)
         done_ids([tmp_path / "bad.csv"])

@@ -217,14 +217,16 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
     each run is recorded (progress bars). ``stack`` ("auto", "never" or a
     maximum stack size) trains same-shape runs as stacks (see :func:`plan_jobs`). ``done_elsewhere``: run
     ids completed on another machine (:func:`anchorlab.sweep.results.done_ids` of committed run tables);
-    they are left out of this sweep's runs, neither trained nor registered.
+    those this store has not completed are left out of this sweep's runs, neither trained nor registered.
     Returns
     :meth:`ResultStore.to_dataframe` (final and best metrics) of this sweep's runs.
     """
     spec = load_sweep(spec)
-    elsewhere = set(done_elsewhere)
-    runs = [r for r in expand(spec) if r.run_id not in elsewhere]
     out = Path(out_dir).resolve()  # absolute: workers (Ray) may run elsewhere
+    # runs done elsewhere are left out, unless this store completed them itself (as plan_sweep reads them)
+    elsewhere = set(done_elsewhere) - ({i for i, st in stored_statuses(out / "results.sqlite").items()
+                                        if st in COMPLETED} if done_elsewhere else set())
+    runs = [r for r in expand(spec) if r.run_id not in elsewhere]
     out.mkdir(parents=True, exist_ok=True)
     plain = json.loads(json.dumps(spec.to_dict(), default=list))
     write_text(out / "sweep.yaml", yaml.safe_dump(plain, sort_keys=False))
@@ -333,7 +335,7 @@ def plan_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str 
         return df
     statuses = stored_statuses(Path(out_dir) / "results.sqlite") if out_dir is not None else {}
     elsewhere = set(done_elsewhere)
-    df["status"] = [statuses.get(i, "elsewhere" if i in elsewhere else "new") for i in df.run_id]
+    df["status"] = [statuses.get(i, "new") for i in df.run_id]
     df.loc[df.run_id.isin(elsewhere) & ~df.status.isin(COMPLETED), "status"] = "elsewhere"
     act = {"new": "run", "pending": "run", "running": "resume", "finished": "skip", "stopped_early": "skip",
            "diverged": "skip",
