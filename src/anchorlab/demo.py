@@ -105,7 +105,7 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
     the best over lrs and training), ``attrs["summary"]`` their printed lines."""
     from .plots.save import save_figure
     from .plots.training import plot_ood_over_training
-    from .robustness import case_table, fitted_tables, judge, judgement_tables, rates, summary_lines
+    from .robustness import case_table, judge, judged_files, rates, summary_lines
     from .sweep.results import finals
     from .sweep.runner import run_sweep
 
@@ -135,15 +135,12 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
     ran = [f for f in finals(out) if f["run_id"] in set(runs.run_id)]
     cases = case_table(ran)
     table.attrs["rates"] = rates(judge(cases))
-    jt = judgement_tables(cases, "large_init", "small_init", thresholds)
-    fit = fitted_tables(cases, ran, "large_init", "small_init", thresholds)   # ours, beside the papers'
+    jt, fit, named = judged_files(cases, ran, "large_init", "small_init", thresholds)  # fit: ours, beside jt
     table.attrs["rates_table"] = jt["rates"]
     table.attrs["summary"] = summary_lines(jt["rates"], max(len(peak_lrs or ()), 1), seeds,
                                            fitted=fit["rates"] if fit else None)
-    for name in ("rates", "cells", "seeds"):
-        atomic_write(out / f"{name}.csv", lambda p, t=jt[name]: t.to_csv(p, index=False))
-        if fit:
-            atomic_write(out / f"{name}_fitted.csv", lambda p, t=fit[name]: t.to_csv(p, index=False))
+    for name, t in named:
+        atomic_write(out / f"{name}.csv", lambda p, t=t: t.to_csv(p, index=False))
     rows = table.to_dict("records")
     write_json(out / "summary.json", {"models": rows, "rule": RULE, "rates": jt["rates"].to_dict("records"),
                                       "rates_fitted": fit["rates"].to_dict("records") if fit else None,

@@ -35,6 +35,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from .config import ConfigError, check_range
+from .sweep.results import COMPLETED
 from .tasks.anchor.opsets import PAPERS, OpSet, random_op_sets
 
 
@@ -200,7 +201,7 @@ def judgement_tables(cases: pd.DataFrame, large: str, small: str, thresholds: Se
     """
     from .eval.judgement import contrast_cells, contrast_rates, seed_bests
 
-    ok = cases[cases.status.isin(["finished", "stopped_early", "diverged"])]
+    ok = cases[cases.status.isin(COMPLETED)]
     cells = contrast_cells(ok, large, small, thresholds, id_min, by)
     paper = contrast_rates(cells, large, small, by)
     per_run = []
@@ -221,11 +222,22 @@ def fitted_tables(cases: pd.DataFrame, runs: Sequence[Mapping[str, Any]], large:
     the papers'); ``None`` where a completed run has no history (then no table mixes the two readings)."""
     from .eval.judgement import curve_rows, with_fitted_bests
 
-    ok = cases[cases.status.isin(["finished", "stopped_early", "diverged"])]
+    ok = cases[cases.status.isin(COMPLETED)]
     curves = curve_rows([f for f in runs if f.get("run_id") in set(ok.run_id)])
     if not len(ok) or not set(ok.run_id) <= set(curves.run_id):
         return None
     return judgement_tables(with_fitted_bests(ok, curves, id_min), large, small, thresholds, id_min, by)
+
+
+def judged_files(cases: pd.DataFrame, runs: Sequence[Mapping[str, Any]], large: str, small: str,
+                 thresholds: Sequence[float] = (0.5, 0.8), id_min: float = 0.9, by: Sequence[str] = ()
+                 ) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame] | None, list[tuple[str, pd.DataFrame]]]:
+    """:func:`judgement_tables` and :func:`fitted_tables` of one study, with the named tables a study writes:
+    ``seeds``, ``cells``, ``rates`` and, where every run has its history, the same as ``<name>_fitted``."""
+    jt = judgement_tables(cases, large, small, thresholds, id_min, by)
+    fit = fitted_tables(cases, runs, large, small, thresholds, id_min, by)
+    names = ("seeds", "cells", "rates")
+    return jt, fit, [(k, jt[k]) for k in names] + ([(f"{k}_fitted", fit[k]) for k in names] if fit else [])
 
 
 def paired_cases(cases: pd.DataFrame, key: str, threshold: float = 0.5, id_min: float = 0.9) -> pd.DataFrame:
@@ -234,7 +246,7 @@ def paired_cases(cases: pd.DataFrame, key: str, threshold: float = 0.5, id_min: 
     at ``threshold``) as ``<metric>@<value>``, and ``same_solution``: every value gives the same one."""
     from .analysis.verdict import outcome
 
-    ok = cases[cases.status.isin(["finished", "stopped_early", "diverged"])]
+    ok = cases[cases.status.isin(COMPLETED)]
     ok = ok.assign(solution=[outcome(i, a, b, threshold, id_min) for i, a, b in
                              zip(ok.id_acc, ok.ood_inferential_acc, ok.ood_symmetric_acc)],
                    _value=ok[key].map(lambda v: f"{v:g}" if isinstance(v, float) else str(v)))
@@ -314,12 +326,9 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
     runs = [f for f in finals(out) if f["run_id"] in ids]
     cases = case_table(runs, settings, by)
     judged = judge(cases, large, small, id_min, max(thresholds), by=by)
-    jt = judgement_tables(cases, large, small, thresholds, id_min, by)
-    fit = fitted_tables(cases, runs, large, small, thresholds, id_min, by)
+    jt, fit, named = judged_files(cases, runs, large, small, thresholds, id_min, by)
     r = rates(judged)
-    tables = [("cases", cases), ("judged", judged), ("seeds", jt["seeds"]), ("cells", jt["cells"]),
-              ("rates", jt["rates"])]
-    tables += [(f"{k}_fitted", fit[k]) for k in ("seeds", "cells", "rates")] if fit else []
+    tables = [("cases", cases), ("judged", judged), *named]
     res: dict[str, Any] = {"rates": r, "rates_table": jt["rates"], "judged": judged, "cases": cases,
                            "seeds": jt["seeds"], "cells": jt["cells"], "fitted": fit}
     res["summary"] = summary_lines(jt["rates"], max(len(peak_lrs or ()), 1), len(seeds), id_min,
