@@ -16,7 +16,9 @@ every estimate:
 * CPU with bfloat16 matmuls: ``CPU_BF16_FLOPS`` per worker, *measured*: the
   Fig. 2 clock map's 1/2x runs (width 128, depth 2, 46.1k steps at batch 256,
   evaluations included) took 675-800 s each, two side by side on a 2-core
-  AVX512-BF16 EPYC: 2.3-2.7e11 by this count. It applies to the runs whose
+  AVX512-BF16 EPYC: 2.3-2.7e11 by this count. Another 2-core EPYC with the
+  same flags took 1,305-1,530 s for the same runs (1.2-1.4e11): machines of
+  one kind differ by 2x, so read a CPU estimate as its fast end. It applies to the runs whose
   ``train.amp`` resolves to bf16 on this CPU (``bf16``, or ``auto`` where the
   CPU has bf16 units: train/precision.py); the others use ``CPU_FLOPS``;
 * CPU with bfloat16 matmuls but no bf16 units (``train.amp: bf16`` there):
@@ -47,7 +49,8 @@ CPU_EMULATED_BF16_FLOPS = CPU_FLOPS / 10
 GPU_FLOPS = 8.0e12
 ASSUMPTIONS = (f"CPU hours at {CPU_FLOPS:.0e} FLOP/s per worker (measured: the CPU demo's training rate on one "
                f"thread of a 2-core machine), {CPU_BF16_FLOPS:.1e} for runs with bf16 matmuls on a CPU with bf16 "
-               f"units (measured: the Fig. 2 clock map's runs on a 2-core AVX512-BF16 machine); GPU hours at "
+               f"units (measured: the Fig. 2 clock map's runs on a 2-core AVX512-BF16 machine; another machine of the "
+               f"same flags ran them 2x slower); GPU hours at "
                f"{GPU_FLOPS:.0e} FLOP/s (measured: width-128 Fig. 2 cell runs in float32, stacks of 6, on one H200; "
                "wider models and bf16 run faster)")
 TRANSFORMER_FIELDS = ("n_layers", "d_model", "n_heads", "d_head", "d_ff", "vocab_size", "max_len")
