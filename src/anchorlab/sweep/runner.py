@@ -223,9 +223,7 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
     """
     spec = load_sweep(spec)
     out = Path(out_dir).resolve()  # absolute: workers (Ray) may run elsewhere
-    # runs done elsewhere are left out, unless this store completed them itself (as plan_sweep reads them)
-    elsewhere = set(done_elsewhere) - ({i for i, st in stored_statuses(out / "results.sqlite").items()
-                                        if st in COMPLETED} if done_elsewhere else set())
+    elsewhere = left_elsewhere(done_elsewhere, stored_statuses(out / "results.sqlite") if done_elsewhere else {})
     runs = [r for r in expand(spec) if r.run_id not in elsewhere]
     out.mkdir(parents=True, exist_ok=True)
     plain = json.loads(json.dumps(spec.to_dict(), default=list))
@@ -321,6 +319,11 @@ def _execute(store: ResultStore, todo: list[RunSpec], dir_of: Callable[[str], Pa
             ex.shutdown(wait=clean, cancel_futures=not clean)
 
 
+def left_elsewhere(done_elsewhere: Collection[str], statuses: Mapping[str, str]) -> set[str]:
+    """The runs of ``done_elsewhere`` a sweep leaves out: all but those its own store (``statuses``) completed."""
+    return {i for i in done_elsewhere if statuses.get(i) not in COMPLETED}
+
+
 def plan_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str | Path | None = None,
                retry_failed: bool = True, done_elsewhere: Collection[str] = ()) -> pd.DataFrame:
     """Dry run: one row per run (run_id, axes, status in the store or 'new', action); writes nothing.
@@ -334,9 +337,8 @@ def plan_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str 
     if df.empty:
         return df
     statuses = stored_statuses(Path(out_dir) / "results.sqlite") if out_dir is not None else {}
-    elsewhere = set(done_elsewhere)
-    df["status"] = [statuses.get(i, "new") for i in df.run_id]
-    df.loc[df.run_id.isin(elsewhere) & ~df.status.isin(COMPLETED), "status"] = "elsewhere"
+    elsewhere = left_elsewhere(done_elsewhere, statuses)
+    df["status"] = ["elsewhere" if i in elsewhere else statuses.get(i, "new") for i in df.run_id]
     act = {"new": "run", "pending": "run", "running": "resume", "finished": "skip", "stopped_early": "skip",
            "diverged": "skip",
            "failed": "retry" if retry_failed else "skip", "elsewhere": "skip"}
