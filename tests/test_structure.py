@@ -36,8 +36,8 @@ MAX_LINES = 400
 # Bottom to top: (layer, module prefixes under anchorlab, what it holds). "" is the package itself
 # (anchorlab/__init__.py, the public API, which names everything it exports).
 LAYERS: list[tuple[str, tuple[str, ...], str]] = [
-    ("io", ("io", "progress", "registry", "metric_order", "_version"),
-     "atomic files, progress lines, name -> 'module:attr' registries, metric direction, version"),
+    ("io", ("io", "progress", "registry", "metric_order", "run_status", "_version"),
+     "atomic files, progress lines, name -> 'module:attr' registries, metric direction, run statuses, version"),
     ("config", ("config", "extras", "datasets"),
      "frozen dataclasses <-> YAML, one-line errors; optional packages; the data cache"),
     ("model", ("model",), "transformer with hook points, KV cache, init rate, parameter roles"),
@@ -49,8 +49,10 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("sweep", ("sweep",), "grid, runner, executors, the results store, aggregation, reading a sweep back"),
     ("report", ("report", "report_page"), "a sweep's HTML page"),
     ("reproduce", ("reproduce",), "paper figures: sweep per scale -> maker -> figure and claims"),
-    ("studies", ("robustness", "demo", "headline", "predictor_study", "gamma_wd", "bench"),
-     "the robustness study, the CPU demo, the Fig. 2 cell tables, the predictor study, the gamma x wd grid, the training benchmark"),
+    ("studies", ("robustness", "demo", "headline", "headline_map", "lr_readings", "predictor_study", "gamma_wd",
+                 "bench"),
+     "the robustness study, the CPU demo, the Fig. 2 cell tables (their lr readings, their Markdown map), the "
+     "predictor study, the gamma x wd grid, the training benchmark"),
     ("entry", ("cli", "cli_args", "cli_parser", "cli_support", ""), "the command line and the public API"),
 ]
 

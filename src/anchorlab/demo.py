@@ -26,6 +26,7 @@ import pandas as pd
 
 from .config import load_yaml
 from .io import atomic_write, read_json, write_json
+from .run_status import TRAINED
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
     df = run_sweep(demo_spec(overrides, seeds, peak_lrs), out, executor="process" if workers > 1 else "inprocess",
                    max_workers=workers if workers > 1 else None, on_result=done)
     runs = df.drop_duplicates("run_id").sort_values("init.gamma")
-    failed = runs[~runs.status.isin(["finished", "stopped_early"])]
+    failed = runs[~runs.status.isin(TRAINED)]
     if len(failed):
         raise RuntimeError(f"demo runs did not finish: {failed[['run_id', 'status', 'error']].to_dict('records')}")
     rows = [_row(out / "runs" / rid) for rid in runs.run_id]

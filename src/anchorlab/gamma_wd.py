@@ -23,6 +23,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .run_status import TRAINED
+
 COLUMNS = ["paper_gamma", "weight_decay", "decay_exponent", "seed", "id_acc", "inferential_best",
            "symmetric_best", "phase"]
 EXTRA = ["data_seed", "id_best", "inferential_final", "symmetric_final", "solution", "lr_sum", "peak_lr",
@@ -179,7 +181,7 @@ def write_grid(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: flo
     from .io import atomic_write
     from .sweep.results import unique_finals
 
-    runs = unique_finals(sweep_dirs, statuses=("finished", "stopped_early"))
+    runs = unique_finals(sweep_dirs, statuses=TRAINED)
     rows = grid_rows(runs, threshold, id_min)
     cells = grid_cells(rows, threshold, id_min) if len(rows) else pd.DataFrame()
     out = Path(out)

@@ -23,6 +23,8 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from .eval.judgement import curve_rows
+from .lr_readings import ALL_LRS, CELL_KEYS, PAPER_LR_RANGE, TABLE_KEYS, device_kind, lr_readings, parse_lr_range
+from .run_status import COMPLETED
 
 PAPER_WIDTH = 400
 PAPER_STEPS = 92_190   # NeurIPS App. A: 210 epochs of 900k sequences at batch 2048 (439 full batches each)
@@ -33,49 +35,6 @@ EXTRA = ["clock", "n_layers", "id_best", "steps", "gamma", "ref_width", "d_model
 
 
 ROW_ORDER = ["clock", "n_layers", "op_set", "paper_gamma", "peak_lr", "seed"]   # a run table's order
-# a cell of the tables; ``devices``: the kind of device its runs trained on (``cpu``, ``cuda``, ...), so that
-# the same configs on two machines make two cells, never one that mixes them
-CELL_KEYS = ["clock", "n_layers", "op_set", "paper_gamma", "devices"]
-TABLE_KEYS = [*CELL_KEYS, "lrs"]   # ... read over every peak lr ("all") or over a range of them
-# the paper's peak range [1e-4, 3e-4] after the batch and width corrections (x 1.1, docs/headline.md),
-# fixed before the runs: the papers' rule is read over the peaks inside it and over every peak run
-PAPER_LR_RANGE = (1.1e-4, 3.3e-4)
-ALL_LRS = "all"
-
-
-def lr_range_label(lo: float, hi: float) -> str:
-    """``[1.1e-4, 3.3e-4]`` for (1.1e-4, 3.3e-4)."""
-    def sci(v: float) -> str:
-        m, e = f"{v:.3e}".split("e")
-        return f"{m.rstrip('0').rstrip('.')}e{int(e)}"
-    return f"[{sci(lo)}, {sci(hi)}]"
-
-
-def checked_lr_range(lo: float, hi: float) -> tuple[float, float]:
-    """(LO, HI) if 0 < LO <= HI, else ValueError."""
-    if not 0 < lo <= hi:
-        raise ValueError(f"need 0 < LO <= HI, got {lo:g},{hi:g}")
-    return lo, hi
-
-
-def parse_lr_range(text: str) -> tuple[float, float] | None:
-    """``"LO,HI"`` -> :func:`checked_lr_range` (LO, HI); ``"none"`` -> None; ValueError otherwise."""
-    if text == "none":
-        return None
-    lo, hi = (float(v) for v in text.split(","))
-    return checked_lr_range(lo, hi)
-
-
-def lr_readings(rows: pd.DataFrame, lr_range: tuple[float, float] | None = PAPER_LR_RANGE) -> pd.DataFrame:
-    """A run table twice, as the two readings of the papers' rule: every run (``lrs`` = "all") and the runs
-    whose peak lr lies in ``lr_range`` (``lrs`` = "[LO, HI]"); ``None``: the first only."""
-    rows = rows.assign(devices=device_kind(rows.device))
-    out = [rows.assign(lrs=ALL_LRS)]
-    if lr_range is not None:
-        lo, hi = checked_lr_range(*lr_range)
-        inside = rows[(rows.peak_lr >= lo * (1 - 1e-9)) & (rows.peak_lr <= hi * (1 + 1e-9))]
-        out.append(inside.assign(lrs=lr_range_label(lo, hi)))
-    return pd.concat(out, ignore_index=True)
 
 
 # a run table's columns -> the names anchorlab.eval.judgement reads
@@ -98,11 +57,6 @@ def device_of(final: Mapping[str, Any]) -> str:
         return str(final["device"])
     reason = str((final.get("precision") or {}).get("reason", ""))
     return "cuda" if "on cuda" in reason else "cpu" if "CPU" in reason else "unrecorded"
-
-
-def device_kind(device: pd.Series) -> pd.Series:
-    """``cuda: NVIDIA H200`` -> ``cuda``: the part of a run table's ``device`` that keys its cells."""
-    return device.fillna("unrecorded").astype(str).str.split(":").str[0]
 
 
 def cell_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -142,27 +96,6 @@ def cell_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9,
     return _all_first(paper_cells(_judged(lr_readings(rows, lr_range)), TABLE_KEYS, threshold, id_min))
 
 
-def cells_markdown(cells: pd.DataFrame) -> str:
-    """:func:`cell_table` -> the map at a glance, a Markdown table per reading of the lrs (``lrs``): per (clock,
-    depth, op set, device, paper gamma) the papers' cell (inferential / symmetric, mean best ID), how it reads
-    on both mappings (``solution``), and the per-run rate as counts of runs (final ID >= id_min and that
-    mapping >= the threshold); a cell whose seeds have different numbers of lrs says so beside its runs."""
-    out = []
-    t, i = cells.iloc[0].threshold, cells.iloc[0].id_min
-    for lrs, g in cells.groupby("lrs", sort=False):
-        which = "every peak lr run" if lrs == ALL_LRS else f"the peaks in {lrs}"
-        out += [f"Over {which}; OOD >= {t:g}, ID >= {i:g}.", "",
-                "| clock | depth | op set | device | paper gamma | seeds (runs) | papers' cell: inferential / "
-                "symmetric (ID) | reads | per run: composes / memorizes |", "|" + "---|" * 9]
-        for r in g.sort_values(CELL_KEYS).itertuples(index=False):
-            n = int(r.n_runs)
-            out.append(f"| {r.clock:g}x | {int(r.n_layers)} | {r.op_set} | {r.devices} | {r.paper_gamma:g} | "
-                       f"{int(r.n_seeds)} ({n}{_partial(r)}) | {r.inferential_best:.2f} / {r.symmetric_best:.2f} ({r.id_best:.2f}) | "
-                       f"{r.solution} | {round(r.inferential_per_run * n)}/{n} / {round(r.symmetric_per_run * n)}/{n} |")
-        out.append("")
-    return "\n".join(out)
-
-
 def pair_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9, large: float = 0.3,
                small: float = 0.8) -> pd.DataFrame:
     """The contrast case by case: per (clock, depth, device, op set), the (seed, peak lr) cases run at both
@@ -174,25 +107,9 @@ def pair_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9, 
     return case_counts(r, "L", "S", id_min, threshold, ["clock", "n_layers", "devices"])
 
 
-def pairs_markdown(pairs: pd.DataFrame, threshold: float, id_min: float) -> str:
-    """:func:`pair_table` as a Markdown table for the map ("" without cases)."""
-    head = (f"\nCase by case: the same seed and peak lr at paper gammas 0.3 and 0.8, final metrics (OOD >= "
-            f"{threshold:g}, ID >= {id_min:g}).\n\n| clock | depth | op set | device | cases | large init memorizes "
-            "and small init composes | large init memorizes | small init composes |\n" + "|---" * 8 + "|\n")
-    return head + "".join(f"| {p.clock:g}x | {int(p.n_layers)} | {p.op_set} | {p.devices} | {int(p.cases)} | "
-                          f"{int(p.contrast)} | {int(p.large_memorizes)} | {int(p.small_composes)} |\n"
-                          for p in pairs.itertuples()) if len(pairs) else ""
-
-
-def _partial(cell: Any) -> str:
-    """``"; 4-5 lrs a seed"`` where a cell's seeds have different numbers of lrs (a partial cell), else ``""``."""
-    lo, hi = getattr(cell, "lrs_min", None), getattr(cell, "lrs_max", None)
-    return f"; {int(lo)}-{int(hi)} lrs a seed" if lo is not None and lo == lo and lo != hi else ""
-
-
 def _judged(rows: pd.DataFrame) -> pd.DataFrame:
     """The completed runs of a run table, under the column names :mod:`anchorlab.eval.judgement` reads."""
-    return rows[rows.status.isin(["finished", "stopped_early", "diverged"])].rename(columns=TO_JUDGEMENT)
+    return rows[rows.status.isin(COMPLETED)].rename(columns=TO_JUDGEMENT)
 
 
 def earlier_rows(paths: Sequence[str | Path]) -> pd.DataFrame:
@@ -235,12 +152,13 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
                  ) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
     """Read every completed run of ``sweep_dirs`` (a run in several counts once) and the rows of the
     earlier tables ``with_rows`` whose runs are not among them, write ``out`` (the run rows),
-    ``<out stem>_cells.csv``, ``<out stem>_map.md`` (:func:`cells_markdown`), ``<out stem>_seeds.csv``
+    ``<out stem>_cells.csv``, ``<out stem>_map.md`` (:func:`anchorlab.headline_map.cells_markdown`), ``<out stem>_seeds.csv``
     (:func:`seed_table`), ``<out stem>_curves.csv``
     (:func:`curve_rows`; an earlier table's ``<stem>_curves.csv`` beside it joins as its rows do), the
     trajectories figure ``<out stem>_curves.png``, the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) and, once
     two depths have cells, NeurIPS Fig. 2 as ``<out stem>_fig2.png`` (:func:`plot_depth`) beside it;
     return both tables and the paths."""
+    from .headline_map import cells_markdown, pairs_markdown
     from .io import atomic_write
     from .sweep.results import unique_finals
 
@@ -297,6 +215,7 @@ def write_fitted(out: str | Path, threshold: float = 0.5, id_min: float = 0.9,
     and ``<stem>_map_fitted.md``, its depth-2 figure ``<stem>_fitted.png`` (:func:`plot_cell`) and, where two
     depths have cells, Fig. 2 as ``<stem>_fig2_fitted.png`` (:func:`plot_depth`), beside the papers' reading
     (every evaluation counts)."""
+    from .headline_map import cells_markdown
     from .io import atomic_write
 
     out = Path(out)

@@ -35,7 +35,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from .config import ConfigError, check_range
-from .sweep.results import COMPLETED
+from .run_status import COMPLETED
 from .tasks.anchor.opsets import PAPERS, OpSet, random_op_sets
 
 

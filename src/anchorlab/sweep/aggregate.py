@@ -28,12 +28,12 @@ from ..config import ConfigError
 from ..eval.definitions import metric_definition
 from ..eval.phases import PhaseThresholds, classify_phases
 from ..metric_order import lower_is_better
+from ..run_status import TRAINED
 
 if TYPE_CHECKING:
     import pandas as pd
 
 AXIS_PREFIXES = ("task.", "model.", "init.", "optim.", "train.")
-DONE_OK = ("finished", "stopped_early")
 FAILED = ("failed", "diverged")
 
 
@@ -173,9 +173,9 @@ def aggregate(df: pd.DataFrame, options: AggregateOptions = AggregateOptions(),
               .agg(n_runs=("run_id", "size"), n_failed=("_failed", "sum")))
 
     if o.failed == "exclude":
-        ok = runs[runs.status.isin(DONE_OK)]
+        ok = runs[runs.status.isin(TRAINED)]
     else:
-        ok = runs[runs.status.isin(DONE_OK + FAILED)].copy()
+        ok = runs[runs.status.isin(TRAINED + FAILED)].copy()
         bad = ok.status.isin(FAILED).to_numpy()
         fill = {m: ok[m].where(~bad, math.nan if lower_is_better(m) else 0.0) for m in mcols}
         ok = ok.assign(**fill) if fill else ok

@@ -17,13 +17,13 @@ import yaml
 from ..config import ConfigError
 from ..eval.definitions import metric_definition
 from ..io import read_json
+from ..run_status import COMPLETED
 from .aggregate import AggregateOptions, aggregate, phase_diagram
 from .store import ResultStore, stored_task
 
 if TYPE_CHECKING:
     import pandas as pd
 
-COMPLETED = ("finished", "stopped_early", "diverged")
 
 
 def finals(sweep_dir: str | Path) -> list[dict[str, Any]]:

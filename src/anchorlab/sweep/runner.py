@@ -37,6 +37,7 @@ import yaml
 
 from ..config import ConfigError, ExperimentConfig, to_dict
 from ..io import write_text
+from ..run_status import COMPLETED, TRAINED
 from .executors import make_executor
 from .grid import RunSpec, SweepSpec, expand, load_sweep, runs_frame
 from .store import ResultStore, stored_statuses
@@ -44,7 +45,6 @@ from .store import ResultStore, stored_statuses
 log = logging.getLogger(__name__)
 
 DEFAULT_RUN_FN = "anchorlab.train:run"
-COMPLETED = ("finished", "stopped_early", "diverged")
 RunFn = Callable[[ExperimentConfig, "str | Path"], Mapping[str, Any]]
 MAX_ERROR_CHARS = 8000
 
@@ -157,7 +157,7 @@ def outcome(result: Mapping[str, Any]) -> tuple[str, str | None]:
                           f"{', '.join(repr(s) for s in COMPLETED)}")
     final = {k: v for k, v in (result.get("final") or {}).items()
              if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    if status in ("finished", "stopped_early") and final:
+    if status in TRAINED and final:
         bad_loss = [k for k, v in final.items() if k.endswith("loss") and not math.isfinite(v)]
         if bad_loss:
             return "diverged", f"non-finite final {', '.join(sorted(bad_loss))}"

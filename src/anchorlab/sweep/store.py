@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from ..config import ConfigError
+from ..run_status import STATUSES
 from .grid import RunSpec
 
 if TYPE_CHECKING:
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = "2"   # 2: status 'stopped_early' (early stopping); version-1 stores are migrated on open
-STATUSES = ("pending", "running", "finished", "stopped_early", "failed", "diverged")
 KINDS = ("history", "final", "best")
 RUN_COLUMNS = ("run_id", "sweep", "status", "config", "versions", "started", "finished", "wall_seconds",
                "error", "run_dir", "checkpoint", "attempts")

@@ -42,6 +42,7 @@ from ..config import ConfigError, ExperimentConfig, dump_config, experiment_from
 from ..io import atomic_write, read_json, write_json, write_text
 from ..progress import Progress  # noqa: F401 - re-exported for the trainers
 from ..registry import CALLBACKS, MODELS, load
+from ..run_status import COMPLETED
 from ..tasks.base import Task
 from ..metric_order import lower_is_better
 from .checkpoint import load_checkpoint, remove_stale_temps, save_checkpoint, save_weights, versions
@@ -51,7 +52,6 @@ from .precision import Precision, resolve_precision
 
 log = logging.getLogger(__name__)
 Callback = Callable[[int, torch.nn.Module], dict[str, float]]
-DONE = ("finished", "stopped_early", "diverged")
 NOT_METRICS = ("step", "epoch", "lr", "wall_seconds", "eval_seconds")
 
 
@@ -191,7 +191,7 @@ def completed_final(run_dir: Path, cfg: ExperimentConfig) -> dict[str, Any] | No
     if not p.exists():
         return None
     old = read_json(p)
-    return old if old.get("run_id") == cfg.run_id() and old.get("status") in DONE else None
+    return old if old.get("run_id") == cfg.run_id() and old.get("status") in COMPLETED else None
 
 
 def summarize(history: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
