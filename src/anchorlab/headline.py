@@ -152,8 +152,8 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
                  ) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
     """Read every completed run of ``sweep_dirs`` (a run in several counts once) and the rows of the
     earlier tables ``with_rows`` whose runs are not among them, write ``out`` (the run rows),
-    ``<out stem>_cells.csv``, ``<out stem>_map.md`` (:func:`anchorlab.headline_map.cells_markdown`), ``<out stem>_seeds.csv``
-    (:func:`seed_table`), ``<out stem>_curves.csv``
+    ``<out stem>_cells.csv``, ``<out stem>_map.md`` (:func:`anchorlab.headline_map.cells_markdown`),
+    ``<out stem>_seeds.csv`` (:func:`seed_table`), ``<out stem>_curves.csv``
     (:func:`curve_rows`; an earlier table's ``<stem>_curves.csv`` beside it joins as its rows do), the
     trajectories figure ``<out stem>_curves.png``, the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) and, once
     two depths have cells, NeurIPS Fig. 2 as ``<out stem>_fig2.png`` (:func:`plot_depth`) beside it;

@@ -16,9 +16,10 @@ from .lr_readings import ALL_LRS, CELL_KEYS
 
 def cells_markdown(cells: pd.DataFrame) -> str:
     """:func:`anchorlab.headline.cell_table` -> the map at a glance, a Markdown table per reading of the lrs
-    (``lrs``): per (clock, depth, op set, device, paper gamma) the papers' cell (inferential / symmetric, mean best ID), how it reads
-    on both mappings (``solution``), and the per-run rate as counts of runs (final ID >= id_min and that
-    mapping >= the threshold); a cell whose seeds have different numbers of lrs says so beside its runs."""
+    (``lrs``): per (clock, depth, op set, device, paper gamma) the papers' cell (inferential / symmetric, mean
+    best ID), how it reads on both mappings (``solution``), and the per-run rate as counts of runs (final ID >=
+    id_min and that mapping >= the threshold); a cell whose seeds have different numbers of lrs says so beside
+    its runs."""
     out = []
     t, i = cells.iloc[0].threshold, cells.iloc[0].id_min
     for lrs, g in cells.groupby("lrs", sort=False):

@@ -10,4 +10,4 @@ from __future__ import annotations
 
 TRAINED = ("finished", "stopped_early")
 COMPLETED = (*TRAINED, "diverged")
-STATUSES = ("pending", "running", "finished", "stopped_early", "failed", "diverged")
+STATUSES = ("pending", "running", *TRAINED, "failed", "diverged")   # the store's, in its schema's order

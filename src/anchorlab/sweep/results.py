@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-
 def finals(sweep_dir: str | Path) -> list[dict[str, Any]]:
     """final.json of every completed run of a sweep directory (sorted by run id), with ``run_dir`` added."""
     out = []

@@ -339,8 +339,7 @@ def plan_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str 
     statuses = stored_statuses(Path(out_dir) / "results.sqlite") if out_dir is not None else {}
     elsewhere = left_elsewhere(done_elsewhere, statuses)
     df["status"] = ["elsewhere" if i in elsewhere else statuses.get(i, "new") for i in df.run_id]
-    act = {"new": "run", "pending": "run", "running": "resume", "finished": "skip", "stopped_early": "skip",
-           "diverged": "skip",
+    act = {"new": "run", "pending": "run", "running": "resume", **dict.fromkeys(COMPLETED, "skip"),
            "failed": "retry" if retry_failed else "skip", "elsewhere": "skip"}
     df["action"] = df.status.map(act)
     df.attrs["axes"] = list(spec.axis_keys)
