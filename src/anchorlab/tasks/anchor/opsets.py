@@ -2,8 +2,21 @@
 
 An op set draws four distinct integer steps for the anchors 1..4, a random
 held-out pair (a, b), a != b, and trains its mirror (b, a) with a
-non-inferential shift (its inferential shift plus a non-zero offset) that
-equals no pair's inferential target; every other pair is inferential. As a
+non-inferential shift (its inferential shift plus an offset); every other pair
+is inferential. It is valid (:func:`op_set_problems` finds nothing) when
+
+- the offset is at least :data:`MIN_OFFSET` (2) away from zero, so the mirror's
+  answer is never one token from the composition;
+- the mirror's shift equals no other pair's target, and the held-out pair's
+  composition equals no trained pair's target (the mirror's included), so the
+  inferential and the symmetric answers are each told apart from every answer
+  the model was trained to give.
+
+:func:`random_op_sets` draws only valid op sets (rejecting and drawing again, so
+a seed's valid op sets keep their order). :func:`op_set_properties` names the
+numbers that may decide between composing and memorizing (the held-out pair's
+step gap, the mirror's offset against the spread of the steps, which answer lies
+nearer the key). As a
 task config it is ``task.preset: custom`` + ``task.anchors`` +
 ``task.pair_rules`` (:meth:`OpSet.task_overrides`). :data:`PAPERS` is the
 papers' op set ({1:+5, 2:+1, 3:-2, 4:-8}, (4,3) held out, (3,4) -> x-6).
@@ -44,9 +57,39 @@ class OpSet:
                 "task.pair_rules": {f"{a},{b}": "held_out", f"{b},{a}": f"shift:{self.mirror_shift}"}}
 
 
-def _collides(anchors: Mapping[int, int], held: tuple[int, int], shift: int) -> bool:
-    inf = {(x, y): anchors[x] + anchors[y] for x in anchors for y in anchors}
-    return any(s == shift for p, s in inf.items() if p != (held[1], held[0]))
+MIN_OFFSET = 2   # |mirror shift - composition| at least this
+
+
+def op_set_problems(anchors: Mapping[int, int], held: tuple[int, int], shift: int) -> list[str]:
+    """Why an op set is not a valid test of composing against memorizing (empty: valid)."""
+    a, b = held
+    comp = anchors[a] + anchors[b]
+    trained = {(x, y): anchors[x] + anchors[y] for x in anchors for y in anchors if (x, y) not in ((a, b), (b, a))}
+    out = []
+    if abs(shift - comp) < MIN_OFFSET:
+        out.append(f"the mirror ({b},{a}) answers x{shift:+d}, within {MIN_OFFSET - 1} of the composition x{comp:+d}")
+    if any(v == shift for v in trained.values()):
+        hit = next(p for p, v in trained.items() if v == shift)
+        out.append(f"the mirror's target x{shift:+d} is also pair {hit}'s target")
+    if comp == shift or comp in trained.values():
+        hit = (b, a) if comp == shift else next(p for p, v in trained.items() if v == comp)
+        out.append(f"the held-out composition x{comp:+d} is also the trained pair {hit}'s target")
+    return out
+
+
+def op_set_properties(op: OpSet) -> dict[str, float]:
+    """The op-set numbers the crossing study tests as predictors of composing (docs/results.md, C1):
+    ``step_gap`` |s_a - s_b| of the held-out pair; ``offset`` the mirror's shift minus the composition;
+    ``offset_over_sd`` |offset| over the standard deviation (population) of the four steps; ``mirror_farther``
+    1 when the mirror's answer lies farther from the key than the composition (|shift| > |composition|), else 0;
+    ``composition`` and ``mirror_shift`` themselves."""
+    a, b = op.held_out
+    steps = np.array([op.anchors[k] for k in ANCHORS], dtype=float)
+    comp = op.anchors[a] + op.anchors[b]
+    offset = op.mirror_shift - comp
+    return {"step_gap": float(abs(op.anchors[a] - op.anchors[b])), "offset": float(offset),
+            "offset_over_sd": float(abs(offset) / steps.std()), "mirror_farther": float(abs(op.mirror_shift) > abs(comp)),
+            "composition": float(comp), "mirror_shift": float(op.mirror_shift)}
 
 
 def random_op_sets(n: int, seed: int = 0, step_range: tuple[int, int] = (-8, 8),
@@ -54,8 +97,8 @@ def random_op_sets(n: int, seed: int = 0, step_range: tuple[int, int] = (-8, 8),
     """``n`` op sets (the papers' first if ``include_papers``), drawn from ``numpy.random.default_rng(seed)``.
 
     Steps: four distinct non-zero integers in ``step_range``; the mirror's
-    offset: a non-zero integer in ``offset_range`` whose target collides with
-    no pair's inferential target; every target stays in 0..200.
+    offset: an integer in ``offset_range``; every op set is valid
+    (:func:`op_set_problems`) and every target stays in 0..200.
     """
     check_range("op_sets", n, 1)
     lo, hi = step_range
@@ -64,7 +107,9 @@ def random_op_sets(n: int, seed: int = 0, step_range: tuple[int, int] = (-8, 8),
     rng = np.random.default_rng([seed, 77])
     out = [OpSet(dict(PAPERS["anchors"]), PAPERS["held_out"], PAPERS["mirror_shift"])] if include_papers else []
     steps_pool = [s for s in range(lo, hi + 1) if s != 0]
-    offsets = [o for o in range(offset_range[0], offset_range[1] + 1) if o != 0]
+    offsets = [o for o in range(offset_range[0], offset_range[1] + 1) if o != 0]   # too-small ones are rejected below
+    if not any(abs(o) >= MIN_OFFSET for o in offsets):
+        raise ConfigError(f"offset_range: needs an offset of size >= {MIN_OFFSET}, got {offset_range}")
     pairs = [p for p in itertools.product(ANCHORS, ANCHORS) if p[0] != p[1]]
     seen = {out[0].label} if out else set()
     tries = 0
@@ -77,7 +122,7 @@ def random_op_sets(n: int, seed: int = 0, step_range: tuple[int, int] = (-8, 8),
         held = tuple(int(x) for x in pairs[rng.integers(len(pairs))])
         shift = anchors[held[0]] + anchors[held[1]] + int(rng.choice(offsets))
         sums = [anchors[x] + anchors[y] for x in anchors for y in anchors] + [shift]
-        if _collides(anchors, held, shift) or 20 + min(sums) < 0 or 99 + max(sums) > 200:
+        if op_set_problems(anchors, held, shift) or 20 + min(sums) < 0 or 99 + max(sums) > 200:
             continue
         op = OpSet(anchors, held, shift)  # type: ignore[arg-type]
         if op.label not in seen:
