@@ -50,8 +50,16 @@ def test_an_offset_range_without_a_valid_offset_is_refused():
 
 
 def test_properties_of_the_three_op_sets():
+    # in seed order: the papers', (3,2) held out, (2,1) held out; ordered by how often the small init
+    # memorized there (papers' < (2,1) < (3,2)), the gap falls 6 > 5 > 2 and the offset ratio rises
     ops = random_op_sets(3, seed=0)
     p = [op_set_properties(o) for o in ops]
-    assert [q["step_gap"] for q in p] == [6, 5, 2]
-    assert [round(q["offset_over_sd"], 2) for q in p] == [0.84, 1.18, 1.65]
+    assert [q["step_gap"] for q in p] == [6, 2, 5]
+    assert [round(q["offset_over_sd"], 2) for q in p] == [0.84, 1.65, 1.18]
     assert [q["mirror_farther"] for q in p] == [0.0, 1.0, 1.0]
+    # the crossing: O1 (papers' steps, (3,2) held out) and O2 ((3,2) op set's steps, (4,2) held out)
+    o1 = op_set_properties(OpSet({1: 5, 2: 1, 3: -2, 4: -8}, (3, 2), -5))
+    o2 = op_set_properties(OpSet({1: -2, 2: 3, 3: 1, 4: -5}, (4, 2), 3))
+    assert (o1["step_gap"], o2["step_gap"]) == (3, 8)
+    assert (round(o1["offset_over_sd"], 2), round(o2["offset_over_sd"], 2)) == (0.84, 1.65)
+    assert o1["mirror_farther"] == o2["mirror_farther"] == 1.0
