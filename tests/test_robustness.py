@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from anchorlab.cli import main
-from anchorlab.cli_args import parse_setting, parse_vary
+from anchorlab.cli.args import parse_setting, parse_vary
 from anchorlab.config import ConfigError, experiment_from_dict
 from anchorlab.robustness import Setting, judge, rate_map, rates, study_spec
 from anchorlab.sweep.grid import expand

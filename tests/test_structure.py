@@ -53,7 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
                  "bench"),
      "the robustness study, the CPU demo, the Fig. 2 cell tables (their lr readings, their Markdown map), the "
      "predictor study, the gamma x wd grid, the training benchmark"),
-    ("entry", ("cli", "cli_args", "cli_parser", "cli_support", ""), "the command line and the public API"),
+    ("entry", ("cli", ""), "the command line and the public API"),
 ]
 
 

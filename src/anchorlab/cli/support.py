@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Collection
 from pathlib import Path
 
-from .config import ConfigError
+from ..config import ConfigError
 
 DESCRIPTION = ("anchorlab: reasoning versus memorizing in transformers, and the init rate that decides it.\n"
                "Every command works for every task family (task.name in the config).")
@@ -47,8 +47,8 @@ def peak_line(cfg) -> str:
 
 def config_arg(spec: str, cmd: str) -> str:
     """A config argument, refused in one line when it names a sweep spec or a sweep directory instead."""
-    from .config.base import PRESET_DIR
-    from .sweep.grid import SWEEP_DIR
+    from ..config.base import PRESET_DIR
+    from ..sweep.grid import SWEEP_DIR
 
     p = Path(spec)
     if p.is_dir() and (p / "results.sqlite").exists():
@@ -76,7 +76,7 @@ def config_arg(spec: str, cmd: str) -> str:
 
 def resume_note(run_dir: Path, command: str) -> str:
     """What re-running will do after a run stopped: resume from its checkpoint, or start over."""
-    from .train.checkpoint import load_checkpoint
+    from ..train.checkpoint import load_checkpoint
 
     try:
         ck = load_checkpoint(run_dir, map_location="cpu") if run_dir.is_dir() else None
@@ -98,7 +98,7 @@ def run_arg(path: str) -> str:
                           + (f"; a sweep spec runs with `anchorlab sweep {path}`" if p.suffix in (".yaml", ".yml")
                              else ""))
     if not p.exists():
-        from .sweep.grid import SWEEP_DIR
+        from ..sweep.grid import SWEEP_DIR
 
         if (SWEEP_DIR / f"{path}.yaml").is_file():
             raise ConfigError(f"{path}: is a sweep spec, not a run directory; `anchorlab sweep {path}` runs it")
@@ -111,9 +111,9 @@ def dry_run(spec, out: Path, workers: int, done_elsewhere: Collection[str] = ())
     ``done_elsewhere``: run ids completed on another machine (skipped, status ``elsewhere``)."""
     import pandas as pd
 
-    from .reproduce.estimate import ASSUMPTIONS, describe_compute, sweep_compute
-    from .sweep.grid import expand, load_sweep
-    from .sweep.runner import plan_sweep
+    from ..reproduce.estimate import ASSUMPTIONS, describe_compute, sweep_compute
+    from ..sweep.grid import expand, load_sweep
+    from ..sweep.runner import plan_sweep
 
     spec = load_sweep(spec)
     plan = plan_sweep(spec, out, done_elsewhere=done_elsewhere)

@@ -1,0 +1,62 @@
+"""Command line: thin wrappers that parse, build a config, and call the library.
+
+Every command works for every task family (``task.name`` in the config). The package:
+
+* :mod:`.parser` declares every command's flags; :mod:`.args` parses the values that are more than a flag;
+* :mod:`.support` holds what the commands share (argument checks, messages, dry runs, cleanup);
+* :mod:`.runs` (config, train, eval, analyze, bench), :mod:`.studies` (demo, robustness, sweep, report) and
+  :mod:`.reproduce` hold the command handlers;
+* ``main`` (the ``anchorlab`` console script; ``python -m anchorlab.cli``) runs one command and turns a
+  config error into one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from ..config import ConfigError
+from .support import cleanup, name_flags
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .parser import build_parser as build
+    from .reproduce import cmd_reproduce
+    from .runs import cmd_analyze, cmd_bench, cmd_config, cmd_eval, cmd_train
+    from .studies import cmd_demo, cmd_report, cmd_robustness, cmd_sweep
+
+    return build({"config": cmd_config, "train": cmd_train, "eval": cmd_eval, "demo": cmd_demo,
+                  "robustness": cmd_robustness, "sweep": cmd_sweep, "report": cmd_report, "analyze": cmd_analyze,
+                  "reproduce": cmd_reproduce, "bench": cmd_bench})
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    if args.cmd == "reproduce":
+        args.scale_given = "--scale" in argv or any(x.startswith("--scale=") for x in argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.fn(args)
+    except ConfigError as e:
+        cleanup(args)
+        print(f"anchorlab: error: {name_flags(str(e), args)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        cleanup(args)
+        note = getattr(args, "resume_note", None) or (
+            "re-running the same command skips the finished runs and resumes any run that has a checkpoint")
+        print(f"anchorlab: interrupted; {note}", file=sys.stderr)
+        return 130
+    except BrokenPipeError:   # the reader stopped reading (`anchorlab ... | head`): no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except BaseException:
+        cleanup(args)
+        if getattr(args, "resume_note", None):
+            print(f"anchorlab: failed; {args.resume_note}", file=sys.stderr)
+        raise

@@ -1,0 +1,28 @@
+"""The ``reproduce`` command: a paper figure's sweep, analyses, figure and paper values."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..config import ConfigError
+from .support import will_create
+
+
+def cmd_reproduce(a: argparse.Namespace) -> int:
+    from ..reproduce import FIGURES, describe_figures, reproduce
+
+    if a.list or not a.figure:
+        print(describe_figures(a.scale if a.scale_given else None))
+        return 0
+    if a.figure not in FIGURES:
+        raise ConfigError(f"reproduce: unknown figure {a.figure!r}; one of {', '.join(FIGURES)} "
+                          "(`anchorlab reproduce --list`)")
+    out = Path(a.out) if a.out else Path("runs") / "reproduce" / f"{a.figure}-{a.scale}"
+    will_create(a, out)
+    print(f"reproduce {a.figure} at scale {a.scale} -> {out}", flush=True)
+    res = reproduce(a.figure, a.scale, out, executor=a.executor, workers=a.workers, dry_run=a.dry_run,
+                    progress=not a.no_progress, overrides=a.set, train=not a.no_train)
+    for k, v in res.items():
+        print(f"{k}: {v}")
+    return 0

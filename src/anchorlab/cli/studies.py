@@ -1,0 +1,150 @@
+"""The commands over many runs: ``demo``, ``robustness``, ``sweep`` and ``report``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .support import dry_run, will_create
+
+
+def cmd_demo(a: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from ..demo import DEMO_GAMMAS, DEMO_PRESET, measured_line, run_demo
+
+    if a.dry_run:
+        from ..demo import demo_spec
+
+        return dry_run(demo_spec(a.set, a.seeds, a.peak_lrs), Path(a.out), a.workers)
+    print(f"anchorlab demo: training a large-init and a small-init model on the 'neurips' anchor task "
+          f"(preset {DEMO_PRESET}, gammas {DEMO_GAMMAS}) in {a.workers} worker process(es)...", flush=True)
+    will_create(a, Path(a.out))
+    table = run_demo(a.out, a.set, workers=a.workers, progress=not a.no_progress, seeds=a.seeds,
+                     peak_lrs=a.peak_lrs, thresholds=a.thresholds)
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        shown = table.drop(columns=["train_acc", "run_dir"] + (["seed"] if a.seeds == 1 else [])
+                           + ([] if a.peak_lrs else ["peak_lr"]), errors="ignore")
+        print(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}", formatters={"peak_lr": "{:g}".format}))
+    r = table.attrs["rates"]
+    print(f"\ncontrast (large init: symmetric >= 0.8, small init: inferential >= 0.8, ID >= 0.9 both) in "
+          f"{r['contrast_rate']:.0%} of {r['cases']} seed(s)" + (" x lr(s)" if a.peak_lrs else ""))
+    print("\n".join(table.attrs["summary"]))
+    print(measured_line() + (f" (this run changes it: --set {' '.join(a.set)})" if a.set else ""))
+    print(f"\nwrote {Path(a.out) / 'summary.json'} and {Path(a.out) / 'ood_over_training.png'}")
+    return 0
+
+
+def cmd_robustness(a: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .args import parse_setting, parse_vary
+    from ..robustness import DEFAULT_SETTINGS, run_study
+
+    settings = [parse_setting(s) for s in a.setting] or list(DEFAULT_SETTINGS)
+    vary = dict(parse_vary(v) for v in a.vary)
+    seeds = list(range(a.seeds))
+    out = Path(a.out)
+    print(f"robustness: {a.op_sets} op sets x {len(seeds)} seeds x settings "
+          f"{', '.join(f'{s.name} {s.overrides}' for s in settings)}; base {a.config}; out {out}"
+          + (f"; regime map over {vary}" if vary else ""), flush=True)
+
+    if a.dry_run:
+        from ..robustness import random_op_sets, study_spec
+
+        ops = random_op_sets(a.op_sets, a.op_seed, include_papers=not a.no_papers_op_set)
+        axes = {**vary, **({"optim.peak_lr": list(a.peak_lrs)} if a.peak_lrs else {})}
+        return dry_run(study_spec(a.config, ops, seeds, settings, a.set, vary=axes or None), out, a.workers or 2)
+    will_create(a, out)
+
+    def done(run, status: str) -> None:
+        if not a.no_progress:
+            print(f"  run {run.run_id}: {status}", flush=True)
+
+    res = run_study(str(out), a.config, a.op_sets, seeds, settings, a.set, a.op_seed, a.workers, a.executor,
+                    done, include_papers=not a.no_papers_op_set, vary=vary, peak_lrs=a.peak_lrs,
+                    thresholds=a.thresholds)
+    accs = [c for c in res["judged"].columns if c.endswith(("id_acc", "_acc"))]
+    cols = [*vary, "op_set", "seed", *(["peak_lr"] if a.peak_lrs else []), *accs, "contrast"]
+    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
+        print(res["judged"][cols].to_string(index=False, float_format=lambda v: f"{v:.2f}",
+                                            formatters={"peak_lr": "{:g}".format}))
+    r = res["rates"]
+    print(f"\ncontrast in {r['contrast_rate']:.0%} of {r['cases']} cases (large init memorizes "
+          f"{r['large_memorizes_rate']:.0%}, small init composes {r['small_composes_rate']:.0%}); "
+          f"tables in {out}")
+    print("\n".join(res["summary"]))
+    if vary:
+        with pd.option_context("display.width", 250, "display.max_columns", 30):
+            print("\nregime map (map.csv, regime_map.png):")
+            print(res["map"].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    return 0
+
+
+def _progress_bar(total: int, desc: str, enabled: bool):
+    """A per-run progress display (a bar on a terminal, one line per finished run elsewhere)."""
+    if not enabled or not total:
+        return None, None
+    from ..progress import Progress
+
+    bar = Progress(True, total, 0, desc, unit="run")
+
+    def on_result(run, status: str) -> None:
+        bar.update(1)
+        values = ", ".join(f"{k}={v}" for k, v in run.values.items())
+        bar.note(f"run {run.run_id} {status}" + (f" ({values})" if values else ""))
+
+    return bar, on_result
+
+
+def cmd_sweep(a: argparse.Namespace) -> int:
+    import dataclasses
+
+    from .args import parse_stack
+    from ..sweep.grid import SWEEP_DIR, load_sweep, resolve_sweep
+    from ..sweep.runner import plan_sweep, run_sweep
+
+    if a.list or not a.spec:
+        print("sweep presets (name, or any sweep YAML path):")
+        for q in sorted(SWEEP_DIR.glob("*.yaml")):
+            print(f"  {q.stem}")
+        return 0
+    spec = load_sweep(resolve_sweep(a.spec))
+    if a.set:
+        from ..sweep.grid import parse_set
+
+        spec = dataclasses.replace(spec, set=spec.set + parse_set(list(a.set)))
+    if a.only:
+        from ..sweep.grid import restrict
+
+        spec = restrict(spec, a.only)
+    out = Path(a.out) if a.out else Path("runs") / spec.name
+    from ..sweep.results import done_ids
+
+    elsewhere = done_ids(a.done_in)
+    if a.dry_run:
+        return dry_run(spec, out, a.workers or 2, elsewhere)
+    plan = plan_sweep(spec, out, done_elsewhere=elsewhere)
+    will_create(a, out)
+    todo = int((plan.action != "skip").sum())
+    away = f", {int((plan.status == 'elsewhere').sum())} done elsewhere (--done-in)" if a.done_in else ""
+    print(f"sweep {spec.name}: {len(plan)} runs, {todo} to do{away}, executor={a.executor}, out={out}", flush=True)
+    bar, on_result = _progress_bar(todo, spec.name, not a.no_progress)
+    df = run_sweep(spec, out, executor=a.executor, max_workers=a.workers, stack=parse_stack(a.stack),
+                   on_result=on_result, done_elsewhere=elsewhere)
+    if bar:
+        bar.close()
+    st = df.drop_duplicates("run_id").status.value_counts().to_dict()
+    print(f"done: {st}; results in {out / 'results.sqlite'}; `anchorlab report {out}` draws the figures")
+    return 0
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from ..report import make_report, screenshot
+
+    will_create(a, Path(a.sweep_dir) / "report")
+    path = make_report(a.sweep_dir)
+    print(f"wrote {path}")
+    if a.screenshot:
+        print(f"wrote {screenshot(path, a.screenshot)}")
+    return 0
