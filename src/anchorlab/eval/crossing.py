@@ -1,0 +1,121 @@
+"""The op-set crossing: when each run fits the seen pairs, and which hypothesis the runs support.
+
+Pure functions over two tidy tables: per-evaluation curves (``run_id``, ``step``, ``id_acc``, ``inferential``,
+``symmetric``: the held-out pair's accuracy under each mapping) and a run table (``run_id``, ``op_set``,
+``paper_gamma``, ``id_acc``, ``inferential_final``, ``inferential_best``, ``symmetric_final``).
+
+:func:`fit_timing` reads, per run, the first evaluation where ID reaches ``id_min`` (NaN: never), the held-out
+pair's accuracy there under both mappings, and the first evaluation from then on where the mirror's answer takes
+over (symmetric >= ``threshold`` and above inferential; NaN: never). A run that never fits is reported as unfit,
+never silently as "not composing".
+
+:func:`crossing_verdict` applies the rule written down before the runs (sweeps/opset_cross_cpu.yaml). Each
+hypothesis predicts which op set the small init memorizes:
+
+==========================  ==============================================================
+H1 (step gap)               O1 (gap 3) memorizes, O2 (gap 8) composes
+H2 / H4 (offset / clock)    O2 (offset 1.65 sd) memorizes, O1 (0.84 sd, fits slowly) composes
+H3 (mirror farther)         both memorize (the mirror's answer is farther from the key in both)
+idiosyncratic               both compose: the two original op sets were exceptions
+==========================  ==============================================================
+
+An op set *memorizes* when >= ``need`` (5) of its small-init runs end fitted (ID >= 0.9) on the mirror's answer
+(final symmetric >= 0.5); it *composes* when <= ``allow`` (1) of them do and >= ``need`` reach inferential >= 0.5
+at some evaluation (``inferential_best``). A hypothesis is supported when both op sets read as it predicts. The
+verdict waits for ``n_runs`` (9: 3 peaks x 3 seeds) small-init runs per op set.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import pandas as pd
+
+from ..config import ConfigError
+
+HYPOTHESES: dict[str, tuple[str, str]] = {    # name -> (what O1 does, what O2 does)
+    "H1 (step gap)": ("memorizes", "composes"),
+    "H2/H4 (offset over spread, clock)": ("composes", "memorizes"),
+    "H3 (mirror farther)": ("memorizes", "memorizes"),
+    "idiosyncratic (both compose)": ("composes", "composes"),
+}
+
+
+def fit_timing(curves: pd.DataFrame, id_min: float = 0.9, threshold: float = 0.5) -> pd.DataFrame:
+    """One row per run: ``steps_to_id_fit``, ``inferential_at_fit``, ``symmetric_at_fit``, ``mirror_takeover_step``
+    and ``takeover_after_fit`` (steps from the fit to the takeover; 0 when the mirror already leads at the fit)."""
+    need = {"run_id", "step", "id_acc", "inferential", "symmetric"}
+    if need - set(curves.columns):
+        raise ConfigError(f"curves: needs columns {sorted(need)}, missing {sorted(need - set(curves.columns))}")
+    rows = []
+    for run, c in curves.sort_values(["run_id", "step"]).groupby("run_id", sort=True):
+        fit = c[c.id_acc >= id_min]
+        row = {"run_id": run, "steps_to_id_fit": math.nan, "inferential_at_fit": math.nan,
+               "symmetric_at_fit": math.nan, "mirror_takeover_step": math.nan, "takeover_after_fit": math.nan}
+        if len(fit):
+            first = fit.iloc[0]
+            row.update(steps_to_id_fit=float(first.step), inferential_at_fit=float(first.inferential),
+                       symmetric_at_fit=float(first.symmetric))
+            later = c[(c.step >= first.step) & (c.symmetric >= threshold) & (c.symmetric > c.inferential)]
+            if len(later):
+                row.update(mirror_takeover_step=float(later.step.iloc[0]),
+                           takeover_after_fit=float(later.step.iloc[0] - first.step))
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["run_id", "steps_to_id_fit", "inferential_at_fit", "symmetric_at_fit",
+                                       "mirror_takeover_step", "takeover_after_fit"])
+
+
+def outcome(id_acc: float, inferential_final: float, symmetric_final: float, inferential_best: float,
+            id_min: float = 0.9, threshold: float = 0.5) -> str:
+    """A run on its own: ``memorizes`` / ``composes`` (fitted, final answer), ``composed on the way`` (fitted, neither
+    at the end, inferential >= threshold at some evaluation), ``neither`` (fitted), ``unfit`` (final ID < id_min)."""
+    if not id_acc >= id_min:
+        return "unfit"
+    if symmetric_final >= threshold:
+        return "memorizes"
+    if inferential_final >= threshold:
+        return "composes"
+    return "composed on the way" if inferential_best >= threshold else "neither"
+
+
+def op_set_counts(runs: pd.DataFrame, id_min: float = 0.9, threshold: float = 0.5) -> pd.DataFrame:
+    """Per (op set, paper gamma): ``n_runs``, ``n_unfit``, ``n_memorize`` (fitted, final symmetric >= threshold),
+    ``n_compose_final`` (fitted, final inferential >= threshold), ``n_compose_on_way`` (inferential_best >= threshold,
+    fitted or not: reported beside ``n_unfit``)."""
+    r = runs.assign(
+        _unfit=~(runs.id_acc >= id_min),
+        _mem=(runs.id_acc >= id_min) & (runs.symmetric_final >= threshold),
+        _comp=(runs.id_acc >= id_min) & (runs.inferential_final >= threshold),
+        _way=runs.inferential_best >= threshold)
+    g = r.groupby(["op_set", "paper_gamma"], sort=True)
+    return pd.DataFrame({"n_runs": g.size(), "n_unfit": g._unfit.sum(), "n_memorize": g._mem.sum(),
+                         "n_compose_final": g._comp.sum(), "n_compose_on_way": g._way.sum()}).reset_index()
+
+
+def crossing_verdict(runs: pd.DataFrame, o1: str, o2: str, small_gamma: float = 0.8, n_runs: int = 9,
+                     need: int = 5, allow: int = 1, id_min: float = 0.9, threshold: float = 0.5) -> Mapping[str, str]:
+    """The rule of the module docstring on the small-init runs of op sets ``o1`` and ``o2`` (their ``op_set``
+    labels): each op set's reading (``memorizes`` / ``composes`` / ``mixed`` / ``pending (k of n)``) and the
+    ``verdict``: the supported hypothesis, ``none of the hypotheses`` or ``pending``."""
+    small = runs[runs.paper_gamma.round(6) == round(small_gamma, 6)]
+    counts = op_set_counts(small, id_min, threshold).set_index("op_set")
+    read = {}
+    for name, label in (("O1", o1), ("O2", o2)):
+        if label not in counts.index or counts.loc[label, "n_runs"] < n_runs:
+            k = 0 if label not in counts.index else int(counts.loc[label, "n_runs"])
+            read[name] = f"pending ({k} of {n_runs})"
+            continue
+        c = counts.loc[label]
+        if c.n_memorize >= need:
+            read[name] = "memorizes"
+        elif c.n_memorize <= allow and c.n_compose_on_way >= need:
+            read[name] = "composes"
+        else:
+            read[name] = "mixed"
+    if any(v.startswith("pending") for v in read.values()):
+        verdict = "pending"
+    else:
+        hit = [h for h, (a, b) in HYPOTHESES.items() if (read["O1"], read["O2"]) == (a, b)]
+        verdict = hit[0] if hit else "none of the hypotheses"
+    return {"O1": read["O1"], "O2": read["O2"], "verdict": verdict}
