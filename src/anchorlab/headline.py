@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from .eval.judgement import curve_rows
-from .lr_readings import ALL_LRS, CELL_KEYS, PAPER_LR_RANGE, TABLE_KEYS, device_kind, lr_readings, parse_lr_range
+from .eval.lr_readings import ALL_LRS, CELL_KEYS, PAPER_LR_RANGE, TABLE_KEYS, device_kind, lr_readings, parse_lr_range
 from .run_status import COMPLETED
 
 PAPER_WIDTH = 400

@@ -1,9 +1,14 @@
 """What a reproducible paper figure is: sweeps per scale, a maker, and the paper's claims.
 
-A :class:`Figure` names, per scale (``cpu`` / ``paper``), the sweep that trains
-its runs (a bundled sweep preset or an inline spec). Its ``make`` function
-turns the finished sweep directory into tables and files (the figure itself,
-drawn by :mod:`anchorlab.plots`, from analyses in :mod:`anchorlab.analysis`).
+A :class:`Figure` names, per scale (``demo`` / ``cpu`` / ``paper``), the sweep that
+trains its runs (a bundled sweep preset or an inline spec). Its maker turns the
+runs into tables and files (the figure itself, drawn by :mod:`anchorlab.plots`):
+either ``make`` (the finished sweep directory -> tables and files) or ``tables``
+(the run table, :func:`anchorlab.sweep.runtable.run_table` of ``out/sweep`` and of
+any committed run tables given with ``--from-table``, -> tables and files), so
+that a committed table redraws its figure without training and a partly run
+sweep merges with committed rows. :class:`Option` s are choices a figure offers
+on the command line (e.g. ``--clock 1``), each a change of its sweep spec.
 Each :class:`Claim` states what the paper says of the figure (its number where
 it gives one) and reads our value from the tables, so ``anchorlab reproduce``
 writes the paper's value beside ours.
@@ -38,18 +43,49 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class Option:
+    """A choice a figure offers on the command line (``--<name> VALUE``): per value, the changes to the
+    figure's sweep spec, ``{dotted key: value}`` (a key that is an axis of the spec takes a list: the axis's
+    new values; any other key is set on every run). ``scales``: where the option applies; elsewhere only
+    its default is accepted (and changes nothing)."""
+
+    name: str                                          # "clock" -> --clock
+    values: Mapping[str, Mapping[str, Any]]            # "1" -> {"train.epochs": 236.4, ...}
+    default: str
+    help: str
+    scales: tuple[str, ...] = ("cpu",)
+
+    def __post_init__(self) -> None:
+        if self.default not in self.values:
+            raise ValueError(f"option {self.name}: default {self.default!r} is not one of {list(self.values)}")
+
+
+RowsMaker = Callable[["pd.DataFrame", Path, str], Made]   # (run table, out dir, scale) -> (tables, files)
+
+
+@dataclass(frozen=True)
 class Figure:
-    """A paper figure with data behind it."""
+    """A paper figure with data behind it: ``make`` or ``tables`` (exactly one) makes its tables and files."""
 
     id: str
     paper: str                                   # "NeurIPS 2024" | "journal"
     number: str                                  # "Fig. 2", "Fig. 7A"
     shows: str                                   # one line: what the figure shows
     sweeps: Mapping[str, str | dict[str, Any]]   # scale -> sweep preset name or inline spec
-    make: Callable[[Path, Path, str], Made]      # (sweep dir, out dir, scale) -> (tables, files)
+    make: Callable[[Path, Path, str], Made] | None = None   # (sweep dir, out dir, scale) -> (tables, files)
     claims: tuple[Claim, ...] = ()
     notes: str = ""                              # scale caveats, extras needed
     extra: str | None = None                     # pip extra the figure needs, e.g. "hf"
+    tables: RowsMaker | None = None              # (run table, out dir, scale) -> (tables, files)
+    options: tuple[Option, ...] = ()             # command-line choices that change the sweep spec
+    rules: Mapping[str, str] = field(default_factory=dict)   # scale -> its scale rule in one line
+
+    def __post_init__(self) -> None:
+        if (self.make is None) == (self.tables is None):
+            raise ValueError(f"figure {self.id}: give exactly one of make (sweep dir) and tables (run table)")
+        for sc in self.rules:
+            if sc not in self.sweeps:
+                raise ValueError(f"figure {self.id}: a rule for scale {sc!r}, which it has no sweep for")
 
 
 FIGURES: dict[str, Figure] = {}

@@ -2,7 +2,13 @@
 
 ``reproduce(fig, scale, out)`` runs the figure's sweep for the scale into
 ``out/sweep`` (the one sweep runner: process pool / Ray, stacking, resume,
-``results.sqlite``), calls the figure's maker, and writes into ``out``::
+``results.sqlite``), calls the figure's maker, and writes into ``out``. A figure
+with a run-table maker (``Figure.tables``) reads its runs as one run table
+(:func:`anchorlab.sweep.runtable.run_table`) of ``out/sweep`` and of the committed
+run tables ``from_tables``: ``--from-table docs/figures/X.csv --no-train`` redraws a
+committed figure without training, and a partly run sweep merges with committed
+rows (a run found in ``out/sweep`` wins). Options (``Figure.options``, e.g. the
+clock) change the sweep spec before it runs::
 
     <figure files>            the figure (PNG/PDF) and its tables (CSV)
     paper_vs_ours.csv         each claim of the paper: its value beside ours
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import ConfigError
@@ -27,11 +34,13 @@ if TYPE_CHECKING:
     import pandas as pd
 
 log = logging.getLogger(__name__)
-SCALES = ("cpu", "paper")
+SCALES = ("demo", "cpu", "paper")
 
 
-def figure_spec(fig: Figure, scale: str, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
-    """The sweep spec of a figure at a scale, as a mapping (with extra ``set`` overrides appended)."""
+def figure_spec(fig: Figure, scale: str, overrides: list[str] | tuple[str, ...] = (),
+                options: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The sweep spec of a figure at a scale, as a mapping: its options' changes (:func:`apply_options`,
+    each option at its default unless ``options`` names a value), then the extra ``set`` overrides."""
     import yaml
 
     from ..sweep.grid import parse_set, resolve_sweep
@@ -40,8 +49,67 @@ def figure_spec(fig: Figure, scale: str, overrides: list[str] | tuple[str, ...] 
         raise ConfigError(f"--scale: figure {fig.id} has scales {', '.join(fig.sweeps)}, got {scale!r}")
     src = fig.sweeps[scale]
     spec = dict(src) if isinstance(src, dict) else yaml.safe_load(resolve_sweep(src).read_text())
-    spec["set"] = [e if isinstance(e, str) else {e[0]: e[1]} for e in parse_set(spec.get("set"))] + list(overrides)
+    spec["set"] = [e if isinstance(e, str) else {e[0]: e[1]} for e in parse_set(spec.get("set"))]
+    spec = apply_options(fig, scale, spec, options or {})
+    spec["set"] = spec["set"] + list(overrides)
     return spec
+
+
+def apply_options(fig: Figure, scale: str, spec: dict[str, Any], chosen: Mapping[str, str]) -> dict[str, Any]:
+    """``spec`` with each of the figure's options applied at its chosen value (else its default): a key that
+    is an axis of the spec gets the option's values as the axis, any other key is set on every run. An
+    unknown option or value, or a value other than the default at a scale the option does not apply to, is
+    refused with a one-line error."""
+    known = {o.name: o for o in fig.options}
+    for name in chosen:
+        if name not in known:
+            raise ConfigError(f"--{name}: figure {fig.id} has no such option"
+                              + (f"; its options: {', '.join('--' + k for k in known)}" if known else ""))
+    spec = {**spec, "set": list(spec.get("set") or []), "axes": dict(spec.get("axes") or {})}
+    for o in fig.options:
+        value = str(chosen.get(o.name, o.default))
+        if value not in o.values:
+            raise ConfigError(f"--{o.name}: must be one of {', '.join(o.values)}, got {value!r}")
+        if scale not in o.scales:
+            if value != o.default:
+                raise ConfigError(f"--{o.name}: applies at scale {', '.join(o.scales)} of {fig.id}, not {scale}")
+            continue
+        for key, v in o.values[value].items():
+            if key in spec["axes"]:
+                spec["axes"][key] = list(v)
+            elif any(key in z for z in spec.get("zip") or []):
+                raise ConfigError(f"option --{o.name}: {key} varies in a zip group of {fig.id}'s spec")
+            else:
+                spec["set"].append({key: v})
+    if not spec["axes"]:
+        del spec["axes"]
+    return spec
+
+
+def describe_options(fig: Figure) -> str:
+    """``--clock 0.5|1|2 (default 0.5; cpu): ...`` for each option of a figure, ``; ``-joined."""
+    return "; ".join(f"--{o.name} {'|'.join(o.values)} (default {o.default}; {', '.join(o.scales)}): {o.help}"
+                     for o in fig.options)
+
+
+def dry_run_text(fig: Figure, scale: str, spec: Mapping[str, Any], sweep_dir: Path, workers: int = 2) -> str:
+    """The runs a reproduce would train (one per line, with their action in ``sweep_dir``), the estimated
+    compute of those still to train on this machine, and the figure's rule at this scale."""
+    from ..sweep.grid import expand
+    from ..sweep.runner import plan_sweep
+
+    plan = plan_sweep(spec, sweep_dir)
+    todo = set(plan.run_id[plan.action != "skip"]) if len(plan) else set()
+    cfgs = [r.config for r in expand(spec) if r.run_id in todo]
+    c = sweep_compute(cfgs, workers)
+    lines = [plan.to_string(index=False) if len(plan) else "(no runs)", "",
+             f"{len(plan)} runs, {len(todo)} to train; {describe_compute(c) if cfgs else 'nothing to train'} "
+             f"({workers} worker{'s' * (workers != 1)})"]
+    if fig.rules.get(scale):
+        lines.append(f"scale rule ({scale}): {fig.rules[scale]}")
+    if fig.options:
+        lines.append(f"options: {describe_options(fig)}")
+    return "\n".join(lines)
 
 
 def describe_figures(scale: str | None = None, workers: int = 2) -> str:
@@ -83,6 +151,8 @@ def describe_figures(scale: str | None = None, workers: int = 2) -> str:
             lines.append(f"{'':18s}   {sc:5s} {seen[key]}")
         if fig.notes:
             lines.append(f"{'':18s}   note: {fig.notes}")
+        if fig.options:
+            lines.append(f"{'':18s}   options: {describe_options(fig)}")
         if fig.extra:
             lines.append(f"{'':18s}   needs: pip install 'anchorlab[{fig.extra}]'")
     return "\n".join(lines)
@@ -104,13 +174,16 @@ def claims_table(fig: Figure, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "process", workers: int | None = None,
               dry_run: bool = False, progress: bool = False, overrides: list[str] | tuple[str, ...] = (),
-              train: bool = True) -> dict[str, Path]:
+              train: bool = True, options: Mapping[str, str] | None = None,
+              from_tables: Sequence[str | Path] = ()) -> dict[str, Path]:
     """Run figure ``figure`` at ``scale`` into ``out``; return the files written (see the module docstring).
 
     ``train=False`` trains nothing: the figure is drawn from the completed runs ``out/sweep`` holds,
-    whatever spec they came from (a sweep run with other settings, or one still running)."""
+    whatever spec they came from (a sweep run with other settings, or one still running), and from the
+    committed run tables ``from_tables`` (figures with a run-table maker only). ``options``: the figure's
+    options by name (``{"clock": "1"}``); ``dry_run`` prints :func:`dry_run_text`."""
     from ..sweep.results import finals
-    from ..sweep.runner import plan_sweep, run_sweep
+    from ..sweep.runner import run_sweep
 
     if figure not in FIGURES:
         raise ConfigError(f"figure: must be one of {', '.join(FIGURES)}, got {figure!r}")
@@ -118,15 +191,20 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
         raise ConfigError(f"scale: must be one of {', '.join(SCALES)}, got {scale!r}")
     fig = FIGURES[figure]
     out = Path(out)
-    spec = figure_spec(fig, scale, overrides)
+    spec = figure_spec(fig, scale, overrides, options)
     sweep_dir = out / "sweep"
+    if from_tables and fig.tables is None:
+        raise ConfigError(f"--from-table: figure {figure} is drawn from its sweep directory only (it has no "
+                          "run-table maker)")
+    for t in from_tables:
+        if not Path(t).is_file():
+            raise ConfigError(f"--from-table {t}: no such file (a committed run table CSV)")
     if dry_run:
-        plan = plan_sweep(spec, sweep_dir)
-        print(plan.to_string(index=False))
+        print(dry_run_text(fig, scale, spec, sweep_dir, workers or 2))
         return {}
-    if not train and not (sweep_dir / "runs").is_dir():
-        raise ConfigError(f"--no-train: {sweep_dir} holds no runs; run the figure without --no-train, or put "
-                          f"(or link) a sweep directory there")
+    if not train and not (sweep_dir / "runs").is_dir() and not from_tables:
+        raise ConfigError(f"--no-train: {sweep_dir} holds no runs; run the figure without --no-train, put "
+                          f"(or link) a sweep directory there, or give committed rows with --from-table")
     if fig.extra:  # before training, not after it
         from ..extras import require_extra
         require_extra(fig.extra, f"reproduce {figure}")
@@ -144,14 +222,27 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
             log.warning("%d run(s) failed; the figure uses the others: %s", len(bad), list(bad.run_id))
         runs_line = f"Sweep: {spec.get('name')} ({df.run_id.nunique()} runs) in `sweep/`; "
     else:
-        runs_line = f"Sweep: the {len(finals(sweep_dir))} completed runs found in `sweep/` (drawn with --no-train); "
-    tables, files = fig.make(sweep_dir, out, scale)
+        n = len(finals(sweep_dir)) if (sweep_dir / "runs").is_dir() else 0
+        runs_line = f"Sweep: the {n} completed runs found in `sweep/` (drawn with --no-train); "
+    if fig.tables is not None:
+        from ..sweep.runtable import run_table
+
+        rows = run_table(([sweep_dir] if (sweep_dir / "runs").is_dir() else []) + [Path(t) for t in from_tables])
+        if from_tables:
+            committed = int((rows.source != str(sweep_dir)).sum())
+            runs_line += (f"{committed} committed rows from {', '.join(f'`{t}`' for t in from_tables)} "
+                          "(a run found in `sweep/` wins); ")
+        tables, files = fig.tables(rows, out, scale)
+    else:
+        tables, files = fig.make(sweep_dir, out, scale)
     for name, t in tables.items():
         files.setdefault(f"{name}.csv", atomic_write(out / f"{name}.csv", lambda p, t=t: t.to_csv(p, index=False)))
     claims = claims_table(fig, tables)
     files["paper_vs_ours.csv"] = atomic_write(out / "paper_vs_ours.csv", lambda p: claims.to_csv(p, index=False))
     readme = [f"# {fig.paper} {fig.number} ({fig.id}) at scale `{scale}`", "", fig.shows, "",
               runs_line + f"`anchorlab report {sweep_dir}` draws the sweep's generic report.", ""]
+    if fig.rules.get(scale):
+        readme += [f"Scale rule ({scale}): {fig.rules[scale]}", ""]
     if fig.notes:
         readme += [f"Note: {fig.notes}", ""]
     readme += ["| claim | paper | ours |", "|---|---|---|"]

@@ -1,4 +1,4 @@
-"""The two readings of the papers' rule over peak lrs, and the keys of a Fig. 2 cell.
+"""The two readings of the papers' rule over peak lrs, and the keys of a Fig. 2 cell (:mod:`.cells`).
 
 The papers' cell takes each seed's best over its peak lrs. :func:`lr_readings` gives a run table twice: over
 every peak run (``lrs`` = ``"all"``) and over the peaks inside the paper's range after the batch and width

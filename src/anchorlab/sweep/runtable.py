@@ -1,0 +1,263 @@
+"""One run table: sweep directories, run directories and committed CSVs -> one row per run.
+
+:func:`run_table` is the one reader of final.json's raw dict for the studies and figures that judge
+runs (the Fig. 2 cell, the gamma x weight-decay grid, the predictor study, the op-set crossing): a
+source is a sweep directory (``<dir>/runs/*/final.json``), a run directory (``<dir>/final.json``) or
+a committed run table (CSV). Every source gives rows of one schema:
+
+============================  ==========================================================================
+column                        meaning
+============================  ==========================================================================
+``run_id``                    the config's hash (one row per run: a run read from a directory wins over
+                              a committed row; among directories / tables, the first source wins)
+``status``                    ``finished`` / ``early_stopped`` / ...; ``in_progress`` or ``at_step`` in
+                              :func:`in_progress_table` / :func:`at_step_table`; a committed table
+                              without the column: ``finished``
+``source``                    the directory or CSV the row was read from
+``op_set``                    the anchor op set's label (``{1:+5,...} (4,3) held out, (3,4)->x-6``);
+                              empty for other tasks
+``paper_gamma``               the paper's gamma the run stands for: ``init.gamma`` read at the paper's
+                              width 400 (``init.ref_width: 400``, or a width-400 model); NaN otherwise
+``peak_lr``                   the schedule's peak (``optim.peak_lr``, else ``optim.lr`` x
+                              ``optim.warmup_multiplier``)
+``seed``                      ``train.init_seed``
+``clock``                     planned optimizer steps over the paper's 92,190, rounded to 0.01
+``steps``, ``total_steps``    steps trained; steps planned
+``wall_seconds``              training time
+``device``                    final.json's device; for older runs the one its precision reason names
+                              (``cpu`` / ``cuda``), else ``unrecorded``
+``precision``                 the matmul dtype (``float32``, ``bfloat16``; ``unrecorded``)
+``<section>.<field>``         every config field, dotted as sweep axes are (``init.gamma``,
+                              ``model.n_layers``, ``optim.weight_decay``, ``train.data_seed``, ...);
+                              a mapping or list value as JSON
+``final.<metric>``            final.json's ``final`` metrics (the last evaluation)
+``best.<metric>``             final.json's ``best`` metrics (the best over training)
+``run_dir``                   the run's directory (empty for a committed row)
+============================  ==========================================================================
+
+A committed table in the schema above is read as it is. One in the older Fig. 2 / gamma x wd /
+predictor schema (``id_acc``, ``inferential_best``, ``n_layers``, ``gamma``, ...) is mapped onto it by
+:data:`LEGACY`; its other columns (a study's derived values, e.g. ``lr_sum``, ``cond/*``) pass through.
+:func:`curve_table` reads the companion table of trajectories (one row per run and evaluation).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..config import ConfigError
+from ..io import read_json
+from ..run_status import COMPLETED
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+PAPER_WIDTH = 400
+PAPER_STEPS = 92_190   # NeurIPS App. A: 210 epochs of 900k sequences at batch 2048 (439 full batches each)
+SECTIONS = ("task", "model", "init", "optim", "train")
+HEAD = ["run_id", "status", "source", "op_set", "paper_gamma", "peak_lr", "seed", "clock", "steps", "total_steps",
+        "wall_seconds", "device", "precision"]
+METRICS = ("id_acc", "ood_inferential_acc", "ood_symmetric_acc")
+# an older committed table's columns -> the run table's
+LEGACY = {"id_acc": "final.id_acc", "inferential_final": "final.ood_inferential_acc",
+          "symmetric_final": "final.ood_symmetric_acc", "id_best": "best.id_acc",
+          "inferential_best": "best.ood_inferential_acc", "symmetric_best": "best.ood_symmetric_acc",
+          "n_layers": "model.n_layers", "gamma": "init.gamma", "ref_width": "init.ref_width",
+          "d_model": "model.d_model", "weight_decay": "optim.weight_decay", "data_seed": "train.data_seed",
+          "init_seed": "train.init_seed"}
+CURVE_COLUMNS = ["run_id", "step", "id_acc", "inferential", "symmetric"]
+
+
+def paper_gamma(gamma: float, ref_width: Any, d_model: Any) -> float:
+    """The paper's gamma a run stands for: its gamma when it is read at the paper's width 400
+    (``init.ref_width: 400``, or a width-400 model without a reference); NaN otherwise."""
+    def known(v: Any) -> bool:
+        return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+    ref = int(ref_width) if known(ref_width) else None
+    width = int(d_model) if known(d_model) else None
+    return float(gamma) if (ref or width) == PAPER_WIDTH else math.nan
+
+
+def device_of(final: Mapping[str, Any]) -> str:
+    """The device a run trained on: final.json's ``device``; for runs written before it was recorded, the
+    device its precision reason names ("on cuda" -> ``cuda``, "CPU" -> ``cpu``); else ``unrecorded``."""
+    if final.get("device"):
+        return str(final["device"])
+    reason = str((final.get("precision") or {}).get("reason", ""))
+    return "cuda" if "on cuda" in reason else "cpu" if "CPU" in reason else "unrecorded"
+
+
+def op_set_label(task: Mapping[str, Any]) -> str:
+    """The anchor op set of a task config mapping as :class:`~anchorlab.tasks.anchor.opsets.OpSet` labels
+    it; ``""`` for a task without anchors."""
+    from ..tasks.anchor.opsets import PAPERS, OpSet
+
+    if "anchors" not in task or "pair_rules" not in task:
+        return ""
+    rules = task["pair_rules"]
+    held = next((k for k, v in rules.items() if v == "held_out"), "4,3")
+    shift = next((v.split(":")[1] for v in rules.values() if str(v).startswith("shift:")), PAPERS["mirror_shift"])
+    return OpSet({int(k): int(v) for k, v in task["anchors"].items()}, tuple(int(x) for x in held.split(",")),
+                 int(shift)).label
+
+
+def _flat(value: Any) -> Any:
+    return value if isinstance(value, (int, float, str, bool, type(None))) else json.dumps(value, sort_keys=True)
+
+
+def run_row(final: Mapping[str, Any], source: str = "") -> dict[str, Any]:
+    """One final.json-shaped dict -> one row of the schema (:func:`run_table` calls it per run)."""
+    c = final.get("config") or {}
+    o, t, i = c.get("optim", {}), c.get("train", {}), c.get("init", {})
+    peak = o.get("peak_lr") if o.get("peak_lr") is not None else o.get("lr", math.nan) * o.get("warmup_multiplier", 1)
+    planned = final.get("total_steps") or final.get("steps")
+    row: dict[str, Any] = {
+        "run_id": final.get("run_id"), "status": final.get("status"), "source": source,
+        "op_set": op_set_label(c.get("task", {})),
+        "paper_gamma": paper_gamma(i.get("gamma", math.nan), i.get("ref_width"), c.get("model", {}).get("d_model")),
+        "peak_lr": peak, "seed": t.get("init_seed"),
+        "clock": round(planned / PAPER_STEPS, 2) if planned else math.nan,
+        "steps": final.get("steps"), "total_steps": planned, "wall_seconds": final.get("wall_seconds"),
+        "device": device_of(final),
+        "precision": (final.get("precision") or {}).get("matmul_dtype", "float32")}
+    for sec in SECTIONS:
+        for k, v in (c.get(sec) or {}).items():
+            row[f"{sec}.{k}"] = _flat(v)
+    for kind in ("final", "best"):
+        for k, v in (final.get(kind) or {}).items():
+            row[f"{kind}.{k}"] = v
+    row["run_dir"] = str(final.get("run_dir") or "")
+    return row
+
+
+def rows_of(finals: Sequence[Mapping[str, Any]], source: str = "") -> "pd.DataFrame":
+    """final.json-shaped dicts -> run-table rows, in their order (no deduplication)."""
+    import pandas as pd
+
+    df = pd.DataFrame([run_row(f, source or str(Path(str(f.get("run_dir", ""))).parent.parent)) for f in finals])
+    return df if len(df) else pd.DataFrame(columns=[*HEAD, "run_dir"])
+
+
+def _finals_of(path: Path, statuses: Sequence[str]) -> list[dict[str, Any]]:
+    """The completed final.json dicts of a sweep directory (``runs/*``) or of one run directory."""
+    files = [path / "final.json"] if (path / "final.json").is_file() else sorted(path.glob("runs/*/final.json"))
+    out = []
+    for p in files:
+        f = read_json(p)
+        if f.get("status") in statuses:
+            out.append({**f, "run_dir": str(p.parent)})
+    return out
+
+
+def read_table(path: str | Path) -> "pd.DataFrame":
+    """A committed run table (CSV) in the schema of this module, older schemas mapped by :data:`LEGACY`;
+    one row per run (the last copy). A file that is missing or has no ``run_id`` column is refused."""
+    import pandas as pd
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"--from-table {p}: no such file (a run table CSV with a run_id column)")
+    df = pd.read_csv(p)
+    if "run_id" not in df.columns:
+        raise ConfigError(f"--from-table {p}: no run_id column; its columns: {', '.join(map(str, df.columns))}")
+    df = df.rename(columns={k: v for k, v in LEGACY.items() if k in df.columns and v not in df.columns})
+    if "seed" not in df.columns and "train.init_seed" in df.columns:
+        df["seed"] = df["train.init_seed"]
+    if "train.init_seed" not in df.columns and "seed" in df.columns:
+        df["train.init_seed"] = df["seed"]
+    defaults = {"status": "finished", "device": "unrecorded", "precision": "unrecorded", "run_dir": ""}
+    for col, v in defaults.items():
+        if col not in df.columns:
+            df[col] = v
+    df["source"] = str(p)
+    return df.drop_duplicates("run_id", keep="last")
+
+
+def run_table(sources: Sequence[str | Path], statuses: Sequence[str] = COMPLETED) -> "pd.DataFrame":
+    """Every run of ``sources`` (sweep directories, run directories, committed CSVs) with a status in
+    ``statuses``, one row per run in the schema of this module: the directories' runs first (in source
+    then run-id order; a run in several directories counts once, the first copy), then the committed
+    rows whose run no directory holds (in their tables' order). A source that does not exist is refused."""
+    import pandas as pd
+
+    dirs, tables = [], []
+    for s in sources:
+        p = Path(s)
+        if p.suffix == ".csv":
+            tables.append(read_table(p))
+        elif p.is_dir():
+            dirs.append(p)
+        else:
+            raise ConfigError(f"run table source {p}: neither a directory nor a CSV file")
+    seen: dict[str, dict[str, Any]] = {}
+    for d in dirs:
+        for f in _finals_of(d, statuses):
+            seen.setdefault(f["run_id"], {**f, "_source": str(d)})
+    found = pd.DataFrame([run_row(f, f.pop("_source")) for f in seen.values()])
+    frames = [found] if len(found) else []
+    for t in tables:
+        t = t[t.status.isin(statuses)] if "status" in t.columns else t
+        have = set().union(*(set(f.run_id) for f in frames)) if frames else set()
+        t = t[~t.run_id.isin(have)]
+        if len(t):
+            frames.append(t)
+    if not frames:
+        return pd.DataFrame(columns=[*HEAD, "run_dir"])
+    out = pd.concat(frames, ignore_index=True)
+    head = [c for c in HEAD if c in out.columns]
+    return out[head + [c for c in out.columns if c not in head]]
+
+
+def _history_rows(finals: Sequence[Mapping[str, Any]]) -> list[tuple]:
+    return [(f["run_id"], h["step"], h.get("id_acc"), h["ood_inferential_acc"], h.get("ood_symmetric_acc"))
+            for f in finals for h in f.get("history") or [] if h.get("ood_inferential_acc") is not None]
+
+
+def curve_table(sources: Sequence[str | Path]) -> "pd.DataFrame":
+    """One row per (run, evaluation) of ``sources`` (:data:`CURVE_COLUMNS`: ID accuracy and the held-out
+    pair's accuracy under each mapping, from each completed run's ``history``, rows without the held-out
+    metrics left out); for a committed ``X.csv``, its ``X_curves.csv`` beside it where there is one. A run
+    read from a directory wins over a committed trajectory."""
+    import pandas as pd
+
+    seen: dict[str, dict[str, Any]] = {}
+    olds = []
+    for s in sources:
+        p = Path(s)
+        if p.suffix == ".csv":
+            q = p.with_name(p.stem + "_curves.csv")
+            if q.is_file():
+                olds.append(pd.read_csv(q))
+        elif p.is_dir():
+            for f in _finals_of(p, COMPLETED):
+                seen.setdefault(f["run_id"], f)
+    new = pd.DataFrame(_history_rows(list(seen.values())), columns=CURVE_COLUMNS)
+    frames = [new] + [o[~o.run_id.isin(set(seen))] for o in olds]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else new
+
+
+def in_progress_table(sweep_dirs: Sequence[str | Path]) -> "pd.DataFrame":
+    """The runs of ``sweep_dirs`` that stopped before their end (:func:`anchorlab.sweep.results.in_progress`)
+    as run-table rows, status ``in_progress``: ``best.*`` the best so far, ``final.*`` and ``steps`` the last
+    evaluation. They never enter a judgement."""
+    from .results import in_progress
+
+    return rows_of(in_progress(sweep_dirs))
+
+
+def at_step_table(sweep_dirs: Sequence[str | Path], steps: Sequence[int]) -> "pd.DataFrame":
+    """Every run of ``sweep_dirs`` read at each of ``steps`` it reached, finished or not, as if it stopped
+    there (:func:`anchorlab.sweep.results.at_step`), status ``at_step``, ``steps`` the evaluation read."""
+    import pandas as pd
+
+    from .results import at_step
+
+    runs = at_step(sweep_dirs, steps)
+    frames = [rows_of(runs[s]) for s in steps if runs[s]]
+    return pd.concat(frames, ignore_index=True) if frames else rows_of([])
