@@ -158,7 +158,7 @@ def write_tables(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: f
     trajectories figure ``<out stem>_curves.png``, the depth-2 figure ``<out stem>.png`` (:func:`plot_cell`) and, once
     two depths have cells, NeurIPS Fig. 2 as ``<out stem>_fig2.png`` (:func:`plot_depth`) beside it;
     return both tables and the paths."""
-    from .headline_map import cells_markdown, pairs_markdown
+    from .reproduce.figures_fig2_map import cells_markdown, pairs_markdown
     from .io import atomic_write
     from .sweep.results import unique_finals
 
@@ -215,7 +215,7 @@ def write_fitted(out: str | Path, threshold: float = 0.5, id_min: float = 0.9,
     and ``<stem>_map_fitted.md``, its depth-2 figure ``<stem>_fitted.png`` (:func:`plot_cell`) and, where two
     depths have cells, Fig. 2 as ``<stem>_fig2_fitted.png`` (:func:`plot_depth`), beside the papers' reading
     (every evaluation counts)."""
-    from .headline_map import cells_markdown
+    from .reproduce.figures_fig2_map import cells_markdown
     from .io import atomic_write
 
     out = Path(out)

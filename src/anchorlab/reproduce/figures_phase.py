@@ -1,4 +1,5 @@
-"""Phase-diagram figures of the anchor task: NeurIPS Fig. 2, journal Figs. 3, 5C and 10."""
+"""Phase-diagram figures of the anchor task read from a sweep directory: journal Figs. 3, 5C and 10
+(NeurIPS Fig. 2, judged from a run table: :mod:`.figures_fig2`)."""
 
 from __future__ import annotations
 
@@ -17,38 +18,6 @@ def _cells(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     df, cells, _ = load_sweep_results(sweep_dir)
     return df, cells
-
-
-# ------------------------------------------------------------------ NeurIPS Fig. 2
-def make_fig2(sweep_dir: Path, out: Path, scale: str) -> Made:
-    from ..plots.phase import plot_neurips_fig2
-    from ..plots.save import save_figure
-
-    _, cells = _cells(sweep_dir)
-    return {"cells": cells}, {"fig2.png": save_figure(plot_neurips_fig2(cells), out / "fig2")[0]}
-
-
-def _deep(t: pd.DataFrame) -> pd.Series:
-    return t["model.n_layers"] >= 2
-
-
-register(Figure(
-    id="neurips-fig2", paper="NeurIPS 2024", number="Fig. 2",
-    shows="phase diagram of the held-out pair (4,3): symmetric and inferential accuracy vs init rate x depth",
-    sweeps={"cpu": "fig2_cpu", "paper": "fig2_paper"},
-    make=make_fig2,
-    claims=(
-        Claim("large init (smallest gamma), depth >= 2: (4,3) follows the symmetric mapping x-6", "~100% (yellow zone)",
-              lambda t: value(t["cells"], "ood_symmetric_acc",
-                              lambda c: _deep(c) & (c["init.gamma"] == c["init.gamma"].min()))),
-        Claim("small init (largest gamma), depth >= 2: (4,3) follows the inferential mapping x-10", "~100%",
-              lambda t: value(t["cells"], "ood_inferential_acc",
-                              lambda c: _deep(c) & (c["init.gamma"] == c["init.gamma"].max()))),
-        Claim("fraction of cells whose seen-pair test accuracy is below 90% (shaded)", "some, at large init and depth",
-              lambda t: float((t["cells"]["id_acc"] < 0.9).mean())),
-    ),
-    notes="CPU scale: width 128, 100k sequences, 8 epochs, one lr and seed (the paper: width 400, 900k, "
-          "210 epochs, best of 9 lrs, mean of 3 seeds); same gamma = larger init at smaller width."))
 
 
 # ------------------------------------------------------------------ journal Fig. 3
