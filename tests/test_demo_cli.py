@@ -18,6 +18,10 @@ def test_demo_writes_summary_and_plot(tmp_path, capsys):
     assert [s["model"] for s in summary] == ["large_init", "small_init"]
     assert "papers' rule" in written["rule"] and [r["threshold"] for r in written["rates"]] == [0.5, 0.8]
     assert written["setting_measured"]["cases"] == 45 and "default setting, measured over 5 op sets" in out and "this run changes it" in out
+    # the verdict ends with one plain sentence, after the rule lines and the measured rate
+    verdict = out.split("\nwrote ")[0].rstrip().splitlines()[-1]
+    assert verdict.startswith("In plain words: the large-init model ") and verdict.count(". ") == 0
+    assert ("so this run shows" in verdict) == (written["rates"][1]["contrast_rate"] == 1)
     for s in summary:
         assert {"gamma", "id_acc", "ood_inferential_acc", "ood_symmetric_acc", "wall_seconds"} <= set(s)
         assert 0.0 <= s["id_acc"] <= 1.0
@@ -68,16 +72,47 @@ def test_demo_over_seeds_and_peak_lrs_gives_both_numbers(tmp_path, capsys):
         assert (cf[col] <= c[col] + 1e-12).all()
 
 
-def test_the_demos_measured_rate_is_the_committed_studys():
+def test_the_demos_measured_rate_is_read_from_the_committed_study(tmp_path, monkeypatch):
+    """The measured rate is read from docs/figures (no number in the code); another folder's tables change
+    the line; without them the line names the missing file and the variable, and nothing raises."""
+    import shutil
     from pathlib import Path
 
     import pandas as pd
 
-    from anchorlab.demo import MEASURED, measured_line
+    from anchorlab import demo
 
-    t = pd.read_csv(Path(__file__).parents[1] / "docs" / "figures" / "demo_rule_cpu_rates.csv")
-    assert list(t.threshold) == [r["threshold"] for r in MEASURED["rates"]]
-    for r, row in zip(MEASURED["rates"], t.itertuples()):
-        assert round(row.paper_contrast_rate * row.cells) == r["papers_rule_op_sets"] and row.cells == MEASURED["op_sets"]
-        assert abs(row.contrast_rate - r["per_run_contrast_rate"]) < 1e-3 and row.cases == MEASURED["cases"]
-    assert "1/5 op sets at OOD >= 0.5" in measured_line() and "18% / 4% of 45 cases" in measured_line()
+    figs = Path(__file__).parents[1] / "docs" / "figures"
+    t = pd.read_csv(figs / "demo_rule_cpu_rates.csv")
+    m = demo.measured()
+    assert [r["threshold"] for r in m["rates"]] == list(t.threshold) and m["cases"] == int(t.cases.iloc[0])
+    assert [r["papers_rule_op_sets"] for r in m["rates"]] == [round(x.paper_contrast_rate * x.cells)
+                                                              for x in t.itertuples()]
+    assert (m["op_sets"], m["seeds"], len(m["peak_lrs"])) == (5, 3, 3)
+    assert "1/5 op sets at OOD >= 0.5" in demo.measured_line() and "18% / 4% of 45 cases" in demo.measured_line()
+    assert not hasattr(demo, "MEASURED")
+
+    other = tmp_path / "figs"
+    other.mkdir()
+    shutil.copy(figs / "demo_rule_cpu_cases.csv", other)
+    t.assign(paper_contrast_rate=[0.8, 0.8], contrast_rate=[0.5, 0.25]).to_csv(other / "demo_rule_cpu_rates.csv")
+    monkeypatch.setenv("ANCHORLAB_FIGURES", str(other))
+    line = demo.measured_line()
+    assert "4/5 op sets at OOD >= 0.5" in line and "50% / 25% of 45 cases" in line and "at or above the 80%" in line
+
+    monkeypatch.setenv("ANCHORLAB_FIGURES", str(tmp_path / "nowhere"))
+    line = demo.measured_line()
+    assert "\n" not in line and "demo_rule_cpu_rates.csv" in line and "ANCHORLAB_FIGURES" in line
+
+
+def test_research_outputs_are_not_package_data():
+    import tomllib
+    from pathlib import Path
+
+    import anchorlab
+
+    root = Path(__file__).parents[1]
+    src = Path(anchorlab.__file__).parent
+    assert not list(src.rglob("*.json")) and not list(src.rglob("*.csv"))
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["anchorlab"]
+    assert all(not d.endswith((".json", ".csv")) for d in data)

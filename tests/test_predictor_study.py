@@ -191,7 +191,9 @@ def test_fit_verdict_analysis_and_callback(tmp_path, tiny_overrides, monkeypatch
     assert got.p_composes == pytest.approx(p[at.index[0]]) and got.step == 2
     assert pd.isna(got.setting_differs) and paths["png"].exists()
 
-    monkeypatch.setattr(V, "BUILTIN", path)                           # the callback uses the installed model
+    (tmp_path / "figs").mkdir()                                       # the callback uses the figures folder's model
+    (tmp_path / "figs" / V.MODEL_FILE).write_text(vm.to_json())
+    monkeypatch.setenv("ANCHORLAB_FIGURES", str(tmp_path / "figs"))
     train(load_config("demo/small", sets + ["train.init_seed=7"]), tmp_path / "cb")
     logged = [json.loads(x) for x in (tmp_path / "cb" / "metrics.jsonl").read_text().splitlines()]
     with_p = [r for r in logged if "verdict/p_composes" in r]

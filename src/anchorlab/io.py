@@ -4,6 +4,12 @@ After :func:`atomic_write` returns, ``path`` holds either the old content or
 the whole new content, even if the process is killed or the machine loses
 power at any point (the rename is atomic on POSIX, and the fsyncs order the
 data before the directory entry).
+
+Committed research outputs (a fitted model, a measured rate) are not package data: they are read from
+the figures folder, :func:`figures_dir`. The rule: the folder named by the environment variable
+``ANCHORLAB_FIGURES`` when it is set, else ``docs/figures/`` of the source tree this package runs from
+(a clone, or an editable install of one). A plain ``pip install`` has no such folder, so
+:func:`figures_file` raises :class:`MissingResult` with one line naming the file and the variable.
 """
 
 from __future__ import annotations
@@ -13,6 +19,29 @@ import os
 import secrets
 from pathlib import Path
 from typing import Any, Callable
+
+
+FIGURES_ENV = "ANCHORLAB_FIGURES"
+
+
+class MissingResult(FileNotFoundError):
+    """A committed research file (docs/figures/...) is not at hand; the message is one line."""
+
+
+def figures_dir() -> Path:
+    """The folder of committed tables and fitted models: ``$ANCHORLAB_FIGURES``, else the clone's docs/figures."""
+    env = os.environ.get(FIGURES_ENV, "").strip()
+    return Path(env).expanduser() if env else Path(__file__).resolve().parents[2] / "docs" / "figures"
+
+
+def figures_file(name: str, what: str) -> Path:
+    """``figures_dir() / name``; :class:`MissingResult` (one line, naming ``what``) when it is absent."""
+    path = figures_dir() / name
+    if not path.is_file():
+        via = f" (from ${FIGURES_ENV})" if os.environ.get(FIGURES_ENV, "").strip() else ""
+        raise MissingResult(f"{what}: no file {path}{via}; it is in docs/figures/ of an anchorlab clone: "
+                            f"set {FIGURES_ENV} to that folder")
+    return path
 
 
 def fsync_path(path: str | Path) -> None:

@@ -2,7 +2,9 @@
 
 The run's features at the verdict model's fraction of training (logged with ``train.log_predictors``;
 fraction 0 is computed from the config when none were logged) go through a
-:class:`~anchorlab.analysis.verdict.VerdictModel` (the built-in one, or ``model=FILE``): the probability
+:class:`~anchorlab.analysis.verdict.VerdictModel` (``model=FILE``, or by default the model fitted on
+``predictors_cpu``, read from ``early_verdict_demo.json`` in the figures folder: ``$ANCHORLAB_FIGURES``, else a
+clone's ``docs/figures/``; absent, the analysis stops with one line saying where to put it): the probability
 of composing, the verdict, the run's actual outcome when it has finished, each feature's contribution,
 and the config fields in which the run differs from the setting the model was fitted in.
 """
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class EarlyVerdictOptions:
-    model: str | None = None      # a verdict model JSON; None -> the built-in one
+    model: str | None = None      # a verdict model JSON; None -> the figures folder's early_verdict_demo.json
     threshold: float = 0.5        # p(composes) at or above which the verdict is "composes"
 
     def __post_init__(self) -> None:

@@ -258,12 +258,13 @@ class PredictorCallback:
         self.until_step, self.last_step = until_step, last_step   # train.predictors_until: log early, and at the end
         self.verdict, self.verdict_step = None, None
         if last_step and eval_every:
-            from .verdict import BUILTIN, load_verdict
+            from .verdict import default_model_path, load_verdict
 
-            differs = load_verdict().differences(cfg) if BUILTIN.exists() and cfg is not None else ["no config"]
-            if BUILTIN.exists() and differs:   # the model speaks for the setting it was fitted in, no other
+            have = default_model_path().is_file()   # absent outside a clone (docs/figures): no verdict logged
+            differs = load_verdict().differences(cfg) if have and cfg is not None else ["no config"]
+            if have and differs:   # the model speaks for the setting it was fitted in, no other
                 log.info("early verdict not logged: this run differs from its fitted setting (%s)", "; ".join(differs))
-            elif BUILTIN.exists():
+            elif have:
                 self.verdict = load_verdict()
                 target = self.verdict.at_fraction * last_step
                 evals = [*range(0, last_step + 1, eval_every), last_step]

@@ -7,6 +7,11 @@ setting it was fitted in (every config field shared by the study's runs, seeds a
 statement about that setting: applied to a run of another setting, the analysis says which fields
 differ.
 
+The model fitted on ``predictors_cpu`` is a research output, not package data: it is read from
+``early_verdict_demo.json`` in the figures folder (:func:`anchorlab.io.figures_dir`: ``$ANCHORLAB_FIGURES``,
+else the clone's ``docs/figures/``). Where that file is absent (a plain ``pip install``) the analysis says
+so in one line and the training callback logs no verdict; ``--option model=FILE`` names any other model.
+
 * :func:`outcome` names a trained run's solution (the study's label).
 * :mod:`anchorlab.analysis.early_verdict` applies a model to a run (the ``early-verdict`` analysis);
   the training callback of :mod:`anchorlab.analysis.predictors` logs it during training.
@@ -25,7 +30,7 @@ import pandas as pd
 
 from ..config import ConfigError
 
-BUILTIN = Path(__file__).with_name("early_verdict_demo.json")
+MODEL_FILE = "early_verdict_demo.json"   # the model fitted on predictors_cpu, in the figures folder
 SEEDS = ("name", "train.data_seed", "train.init_seed")   # not part of a fitted setting: the label and the seeds
 
 
@@ -108,11 +113,24 @@ class VerdictModel:
         return cls(**{**d, **{k: tuple(d[k]) for k in ("features", "mean", "scale", "coef")}})
 
 
+def default_model_path() -> Path:
+    """Where the default verdict model (fitted on ``predictors_cpu``) is read from; it may be absent."""
+    from ..io import figures_dir
+
+    return figures_dir() / MODEL_FILE
+
+
 def load_verdict(path: str | Path | None = None) -> VerdictModel:
-    """The verdict model at ``path``; the built-in one (fitted on ``predictors_cpu``) when None."""
-    p = Path(path) if path is not None else BUILTIN
-    if not p.exists():
-        raise ConfigError(f"early-verdict: no verdict model at {p}" + (
-            "" if path is not None else " (this install ships none: fit one with "
-                                        "`python -m anchorlab.predictor_study SWEEP --fit-verdict FILE`)"))
+    """The verdict model at ``path``; the default one (:func:`default_model_path`) when None."""
+    if path is None:
+        from ..io import MissingResult, figures_file
+
+        try:
+            p = figures_file(MODEL_FILE, "early-verdict: the default verdict model")
+        except MissingResult as e:
+            raise ConfigError(f"{e}; or name a model with --option model=FILE") from None
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"early-verdict: model={p}: no such file (a verdict model JSON)")
     return VerdictModel.from_json(p.read_text())
