@@ -1,0 +1,211 @@
+"""Generated blocks of the claims after the headline: C3 (phases, weight decay) to C13, and the early verdict.
+
+Each function reads one study's committed tables and returns a Markdown table; none recomputes a
+judgement the table already holds (a run's solution, a cell's phase, a claims row).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from docs_common import count, md_table, num, paper_gamma, ratio, table
+
+
+# ------------------------------------------------------------------ C3: the journal's phases and weight decay
+def c3_grid() -> str:
+    d = table("gamma_wd_cpu_cells.csv").sort_values(["paper_gamma", "weight_decay"])
+    rows = [[f"{r.paper_gamma:g}", f"{r.weight_decay:g} ({num(r.decay_exponent)})",
+             f"{num(r.inferential_best)} / {num(r.symmetric_best)} ({num(r.id_best)})", str(int(r.phase)),
+             f"{count(r.composes_rate, r.n_runs)} / {count(r.memorizes_rate, r.n_runs)}",
+             num(r["cond/wq0_mean_abs_cos"])] for _, r in d.iterrows()]
+    return md_table(["paper gamma", "wd (decay exponent)", "papers' cell: inferential / symmetric (ID)", "phase",
+                     "per run: composes / memorizes", "W_Q(1) mean abs cos"], rows)
+
+
+def c3_rescue() -> str:
+    rows = []
+    for name, label in (("gamma_wd_cpu_rescue.csv", "grid draws"), ("wd_rescue_cpu_rescue.csv", "demo draws")):
+        d = table(name)
+        for g, part in d.groupby("gamma"):
+            lost = part[part["wd=0"] != "composes"]
+            pg = part.paper_gamma.iloc[0]
+            gl = f"paper {pg:g}" if pd.notna(pg) else f"plain {g:g} at width 128 (paper {paper_gamma(g, 128):.2f})"
+            rows.append([label, gl, ratio(len(lost), len(part)), ratio(int(lost.rescued.sum()), len(lost)),
+                         ratio(int(lost.rescued_best.sum()), len(lost))])
+    return md_table(["draws", "gamma", "draws not composing at wd 0", "rescued by a larger wd (final)",
+                     "rescued (best over training)"], rows)
+
+
+def c3_status() -> str:
+    d = table("gamma_wd_cpu_cells.csv")
+    top, low = d.weight_decay.max(), d.weight_decay.min()
+    wd_helps = all(d[(d.paper_gamma == g) & (d.weight_decay == top)].inferential_best.iloc[0]
+                   > d[(d.paper_gamma == g) & (d.weight_decay == low)].inferential_best.iloc[0]
+                   for g in d.paper_gamma.unique())
+    at0 = d[d.weight_decay == low].sort_values("paper_gamma").inferential_best.tolist()
+    gamma_helps = at0[-1] > at0[0]
+    return "reproduced" if wd_helps and gamma_helps else "partly" if wd_helps or gamma_helps else "not reproduced"
+
+
+# ------------------------------------------------------------------ C4-C7: mechanism and complexity (demo pair)
+def _mech() -> pd.DataFrame:
+    return table("mechanism_compare_demo.csv").set_index("gamma")
+
+
+def _pair_rows(d: pd.DataFrame, cols: list[tuple[str, str]]) -> str:
+    gammas = list(d.index)
+    head = ["measure"] + [f"plain gamma {g:g} at width 128 (paper {paper_gamma(g, 128):.2f})" for g in gammas]
+    return md_table(head, [[label] + [num(d.loc[g, c]) for g in gammas] for c, label in cols])
+
+
+def mech_outcome() -> str:
+    return _pair_rows(_mech(), [("id_acc", "ID accuracy"), ("ood_inferential_acc", "(4,3) inferential"),
+                                ("ood_symmetric_acc", "(4,3) symmetric")])
+
+
+def c4_flow() -> str:
+    return _pair_rows(_mech(), [(c, f"attention {c}") for c in
+                                ("L0 last->key", "L0 last->anchors", "L0 anchors->key",
+                                 "L1 last->key", "L1 last->anchors", "L1 anchors->key")])
+
+
+def c5_parallel() -> str:
+    return _pair_rows(_mech(), [("contrast X_ao(2) centered", "equal-target contrast of X_ao(2), centered"),
+                                ("contrast V(2) centered", "equal-target contrast of V(2), centered"),
+                                ("contrast anchor2-masked centered", "contrast with anchor 2 masked, centered"),
+                                ("commutativity", "commutativity")])
+
+
+def c6_condensation() -> str:
+    d = table("complexity_summary_demo.csv").set_index("gamma")
+    return _pair_rows(d, [("mean_abs_cos", "W_Q(1) rows: mean abs cos"),
+                          ("effective_directions", "effective directions"), ("stable_rank", "stable rank")])
+
+
+def c7_embedding() -> str:
+    d = table("complexity_summary_demo.csv").set_index("gamma")
+    return _pair_rows(d, [("ordinal_spearman", "key embeddings: Spearman with the key order"),
+                          ("ordinal_r2", "first PC R^2 against the key"),
+                          ("diff_consistency_3", "+3 difference consistency"),
+                          ("diff_consistency_4", "+4 difference consistency")])
+
+
+# ------------------------------------------------------------------ C8: inferential complexity vs training speed
+def c8_speed() -> str:
+    d = table("prediction_matched_cpu_speed.csv")
+    rows = []
+    for (g, k), part in d.groupby(["paper_gamma", "k"]):
+        base = d[(d.paper_gamma == g) & (d.k == 0)]
+        cens = int(part.censored.sum())
+        ratio_s = "-" if cens or base.censored.any() else num(part.epochs.mean() / base.epochs.mean())
+        rows.append([f"{g:g}", str(k), num(part.epochs.mean(), 1), ratio(cens, len(part)), ratio_s])
+    return md_table(["paper gamma", "k (inferential complexity)", "epochs to loss 5e-2 (mean)",
+                     "censored at the cap", "slowdown vs k=0 (uncensored only)"], rows)
+
+
+def c8_status() -> str:
+    d = table("prediction_matched_cpu_speed.csv")
+    large = d[d.paper_gamma == d.paper_gamma.min()]
+    slows = large[large.k == large.k.max()].epochs.mean() > 1.1 * large[large.k == 0].epochs.mean()
+    small_cens = d[d.paper_gamma == d.paper_gamma.max()].censored.mean() > 0.5
+    return "not reproduced" if slows else "not tested at this scale" if small_cens else "reproduced"
+
+
+# ------------------------------------------------------------------ C9-C13: real tasks
+def _claims(name: str) -> list[list[str]]:
+    d = table(name)
+    return [[r.claim, str(r.paper), num(r.ours) if _is_num(r.ours) else ("not measured" if pd.isna(r.ours) else str(r.ours))]
+            for r in d.itertuples()]
+
+
+def _is_num(x) -> bool:
+    try:
+        float(x)
+        return not pd.isna(x)
+    except (TypeError, ValueError):
+        return False
+
+
+def c9_scan_cogs() -> str:
+    rows = [["SCAN: " + r[0], r[1], r[2]] for r in _claims("fig7a_matched_cpu_claims.csv")]
+    rows += [["COGS: " + r[0], r[1], r[2]] for r in _claims("fig7b_matched_cpu_claims.csv")]
+    return md_table(["claim", "paper", "ours"], rows)
+
+
+def c9_status() -> str:
+    scan, cogs = table("fig7a_matched_cpu_claims.csv"), table("fig7b_matched_cpu_claims.csv")
+    ok = [pd.notna(t.ours.iloc[2]) and float(t.ours.iloc[2]) > 0 and float(t.ours.iloc[1]) >= 1.0 for t in (scan, cogs)]
+    return "reproduced" if all(ok) else "partly" if any(ok) else "not reproduced"
+
+
+def c10_addition() -> str:
+    return md_table(["claim", "paper", "ours"], _claims("fig7c_knobs_cpu_claims.csv"))
+
+
+def c10_status() -> str:
+    d = table("fig7c_knobs_cpu_claims.csv")
+    return "reproduced" if float(d.ours.iloc[0]) >= 1.0 else "partly" if float(d.ours.iloc[0]) > 0 else "not reproduced"
+
+
+def c11_lm() -> str:
+    d = table("fig7d_seeds_cpu_summary.csv").sort_values("gamma")
+    rows = [[r.composition, f"{r.gamma:g} (std {1024 ** -r.gamma:.3g} at width 1024)", str(int(r.seeds)),
+             f"{num(r.final_val_ppl)} ({num(r.ppl_min)}-{num(r.ppl_max)})", f"{r.tokens_seen / 1e6:.1f}M"]
+            for r in d.itertuples()]
+    return md_table(["corpus", "gamma", "seeds", "validation perplexity, mean (min-max)", "tokens"], rows)
+
+
+def c11_status() -> str:
+    d = table("fig7d_seeds_cpu_summary.csv").sort_values("gamma")
+    ppl = d.final_val_ppl.tolist()
+    return "reproduced" if all(b < a for a, b in zip(ppl, ppl[1:])) else "not reproduced"
+
+
+def c12_concepts() -> str:
+    d = table("fig6b_seeds_cpu_summary.csv")
+    rows = [[r.setting, str(int(r.seeds)), f"{num(r.all_acc_010_011)} ({num(r.all_acc_010_011_min)}-{num(r.all_acc_010_011_max)})"]
+            for r in d.itertuples()]
+    out = md_table(["init", "seeds", "unseen nodes 010 / 011 drawn right (all three concepts): mean (min-max)"], rows)
+    return out + "\n\n" + md_table(["claim", "paper", "ours"], _claims("fig6b_seeds_cpu_claims.csv"))
+
+
+def c12_status() -> str:
+    d = table("fig6b_seeds_cpu_claims.csv")
+    diff, se = float(d.ours.iloc[-1]), float(d.ours.iloc[-2])
+    return "reproduced" if diff > 2 * se else "not reproduced"
+
+
+def c13_prontoqa() -> str:
+    d = table("fig7e_cpu_runs.csv")
+    rows = []
+    for (setting, n), part in d.groupby(["setting", "n_train"], sort=False):
+        rows.append([setting, f"{n:,}", str(len(part)), f"{num(part.train_final.min())}-{num(part.train_final.max())}",
+                     f"{num(part.test_final.min())}-{num(part.test_final.max())}"])
+    p = table("prontoqa_probe_cpu.csv")
+    for r in p.itertuples():
+        rows.append([f"probe ({r.target}, {r.test_split}): gamma {r.init_gamma:g}, wd {r.weight_decay:g}", f"{r.n_train:,}",
+                     "1", num(r.train_acc), num(r.test_acc)])
+    return md_table(["setting", "examples", "runs", "train accuracy", "test accuracy (chance 0.50)"], rows)
+
+
+def c13_status() -> str:
+    d, p = table("fig7e_cpu_runs.csv"), table("prontoqa_probe_cpu.csv")
+    best = max(d.test_final.max(), p.test_acc.max())
+    return "not tested at this scale" if best < 0.6 else "tested"
+
+
+# ------------------------------------------------------------------ the early verdict
+def verdict() -> str:
+    v = table("predictors_cpu_verdict.csv")
+    v = v[v.model == "margin/pair"]
+    rows = [[f"{r.at_fraction:.0%}", r.validation, num(r.auc), num(r.accuracy), f"{r.n_composes} of {r.n_runs}"]
+            for r in v.itertuples()]
+    return md_table(["verdict read at", "validation", "AUC", "accuracy", "runs that compose"], rows)
+
+
+def predictor_intervals() -> str:
+    d = table("predictors_cpu.csv")
+    rows = []
+    for f, part in d.groupby("at_fraction"):
+        off = part[(part.auc_lo > 0.5) | (part.auc_hi < 0.5)]
+        rows.append([f"{f:.0%}", str(len(part)), ratio(len(off), len(part)), ", ".join(f"`{x}`" for x in off.feature) or "-"])
+    return md_table(["features read at", "features", "AUC intervals excluding 0.5", "which"], rows)

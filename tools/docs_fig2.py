@@ -1,0 +1,169 @@
+"""Generated blocks of the headline claims: the Fig. 2 cell (C1), Fig. 2 itself (C2) and the demo.
+
+Each block reads the reduced tables (fig2_cell_cpu_cells.csv and its fitted twin, demo_rule_cpu_*.csv)
+and returns Markdown; the judgements (a cell's reading, the per-run rates) are the tables' own.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from docs_common import clock_label, count, md_table, num, op_label, paper_gamma, ratio, sci, table
+
+RANGE = "[1.1e-4, 3.3e-4]"          # the `lrs` value of cells read over the paper's corrected range
+SIDE = {0.3: "large init", 0.5: "middle", 0.8: "small init"}
+PAPER_READING = {0.3: "symmetric near 1 (memorizes)", 0.8: "inferential near 1 (composes)"}
+
+
+def cells(fitted: bool = False) -> pd.DataFrame:
+    d = table("fig2_cell_cpu_cells_fitted.csv" if fitted else "fig2_cell_cpu_cells.csv")
+    d["op"] = d.op_set.map(op_label)
+    return d
+
+
+def _pick(d: pd.DataFrame, **eq) -> pd.DataFrame:
+    for k, v in eq.items():
+        d = d[d[k] == v]
+    return d
+
+
+def _cell(r) -> str:
+    return f"{num(r.inferential_best)} / {num(r.symmetric_best)}"
+
+
+def _per_run(r) -> str:
+    return f"{count(r.inferential_per_run, r.n_runs)} / {count(r.symmetric_per_run, r.n_runs)}"
+
+
+def _seeds(r) -> str:
+    return f"{int(r.n_seeds)} ({int(r.n_runs)})"
+
+
+def fig2_hero() -> str:
+    """Fig. 2 at CPU scale (1/2x clock, papers' op set, the range's peaks) with the paper's reading."""
+    d = _pick(cells(), clock=0.5, lrs=RANGE, devices="cpu")
+    d = d[d.op.str.endswith("papers'")]
+    rows = []
+    for depth in sorted(d.n_layers.unique(), reverse=True):
+        row = [str(depth)]
+        for g in (0.3, 0.8):
+            r = _pick(d, n_layers=depth, paper_gamma=g)
+            row.append("not run" if r.empty else f"{_cell(r.iloc[0])}, {r.iloc[0].solution}")
+        rows.append(row)
+    rows.append(["paper, depth >= 2"] + [PAPER_READING[g] for g in (0.3, 0.8)])
+    head = ["depth", "paper gamma 0.3 (large init): inferential / symmetric", "paper gamma 0.8 (small init)"]
+    return md_table(head, rows)
+
+
+def c1_clock() -> str:
+    """C1: the papers' op set at depth 2 over the range, per clock and paper gamma."""
+    d = _pick(cells(), n_layers=2, lrs=RANGE, devices="cpu")
+    d = d[d.op.str.endswith("papers'")].sort_values(["clock", "paper_gamma"])
+    rows = [[clock_label(r.clock), f"{r.paper_gamma:g} ({SIDE.get(r.paper_gamma, '')})", _seeds(r),
+             f"{_cell(r)} ({num(r.id_best)})", r.solution, _per_run(r)] for r in d.itertuples()]
+    rows.append(["paper (1x)", "0.3 / 0.8", "3 (27 each)", "-", "memorizes / composes", "-"])
+    return md_table(["clock", "paper gamma", "seeds (runs)", "papers' cell: inferential / symmetric (ID)",
+                     "reads", "per run: composes / memorizes"], rows)
+
+
+def _precision(op: str, gamma: float, device: str) -> str:
+    runs = table("fig2_cell_cpu.csv")
+    runs = runs[(runs.op_set.map(op_label) == op) & (runs.paper_gamma == gamma) & (runs.clock == 0.5)
+                & (runs.n_layers == 2) & runs.device.str.startswith(device)]
+    kinds = sorted({f"{dev.split(':')[-1].split('(')[0].strip() or dev}, {p}" for dev, p in zip(runs.device, runs.precision)})
+    return "; ".join(kinds) if kinds else "-"
+
+
+def c1_opsets() -> str:
+    """C1 robustness: the three op sets at 1/2x over the range, the papers' reading beside the fitted one."""
+    d = _pick(cells(), clock=0.5, n_layers=2, lrs=RANGE)
+    f = _pick(cells(fitted=True), clock=0.5, n_layers=2, lrs=RANGE).set_index(["op", "devices", "paper_gamma"])
+    order = {"(4,3), papers'": 0, "(3,2)": 1, "(2,1)": 2}
+    d = d.assign(o=d.op.map(order)).sort_values(["o", "paper_gamma", "devices"])
+    rows = []
+    for r in d.itertuples():
+        fr = f.loc[(r.op, r.devices, r.paper_gamma)]
+        rows.append([r.op, f"{r.paper_gamma:g}", _precision(r.op, r.paper_gamma, r.devices), _seeds(r),
+                     f"{_cell(r)}, {r.solution}", f"{_cell(fr)}, {fr.solution}", _per_run(r)])
+    return md_table(["op set (held out)", "paper gamma", "device, precision", "seeds (runs)",
+                     "papers' cell, reads", "fitted reading, reads", "per run: composes / memorizes"], rows)
+
+
+def c1_bracket() -> str:
+    """C1: the papers' op set at 1/2x read over the paper's range and over our whole bracket of peaks."""
+    runs = table("fig2_cell_cpu.csv")
+    runs = runs[(runs.op_set.map(op_label) == "(4,3), papers'") & (runs.clock == 0.5) & (runs.n_layers == 2)]
+    peaks = sorted(runs.peak_lr.unique())
+    inside = [p for p in peaks if 1.1e-4 <= p <= 3.3e-4]
+    d = _pick(cells(), clock=0.5, n_layers=2, devices="cpu")
+    d = d[d.op.str.endswith("papers'")].sort_values(["paper_gamma", "lrs"], ascending=[True, False])
+    rows = []
+    for r in d.itertuples():
+        over = f"the range {RANGE} ({len(inside)} peaks)" if r.lrs == RANGE else \
+            f"our bracket {sci(peaks[0])}..{sci(peaks[-1])} ({len(peaks)} peaks)"
+        rows.append([f"{r.paper_gamma:g}", over, _seeds(r), f"{_cell(r)} ({num(r.id_best)})", r.solution, _per_run(r)])
+    return md_table(["paper gamma", "peaks", "seeds (runs)", "papers' cell: inferential / symmetric (ID)", "reads",
+                     "per run: composes / memorizes"], rows)
+
+
+def c2_depth() -> str:
+    """C2: gamma x depth at 1/2x, papers' op set, the range's peaks, both readings."""
+    d = _pick(cells(), clock=0.5, lrs=RANGE, devices="cpu")
+    d = d[d.op.str.endswith("papers'") & d.paper_gamma.isin([0.3, 0.8])].sort_values(["n_layers", "paper_gamma"])
+    f = _pick(cells(fitted=True), clock=0.5, lrs=RANGE, devices="cpu").set_index(["op", "n_layers", "paper_gamma"])
+    rows = []
+    for r in d.itertuples():
+        fr = f.loc[(r.op, r.n_layers, r.paper_gamma)]
+        rows.append([str(r.n_layers), f"{r.paper_gamma:g}", _seeds(r), f"{_cell(r)} ({num(r.id_best)})", r.solution,
+                     f"{_cell(fr)}, {fr.solution}", _per_run(r)])
+    return md_table(["depth", "paper gamma", "seeds (runs)", "papers' cell (ID)", "reads", "fitted reading",
+                     "per run: composes / memorizes"], rows)
+
+
+# ------------------------------------------------------------------ the demo
+def demo_pair() -> str:
+    """The demo's two inits by std: plain gamma at width 128 and the paper gamma of the same std."""
+    from anchorlab import load_config
+    from anchorlab.demo import DEMO_GAMMAS, DEMO_PRESET
+
+    width = load_config(DEMO_PRESET).model.d_model
+    rows = [[f"`{arm}`", f"{g:g}", str(width), f"{width ** -g:.3f}", f"{paper_gamma(g, width):.2f}",
+             "large-init side" if paper_gamma(g, width) < 0.5 else "small-init side"]
+            for arm, g in DEMO_GAMMAS.items()]
+    for g in (0.3, 0.8):
+        rows.append([f"the paper's {SIDE[g]}", f"{g:g}", "400", f"{400 ** -g:.4f}", f"{g:g}", f"the paper's {SIDE[g]}"])
+    return md_table(["arm", "plain gamma", "width", "std (fan-in = width)", "paper gamma", "side"], rows)
+
+
+def demo_rule() -> str:
+    """The demo setting's measured rate (the robustness study over op sets x seeds x peak lrs)."""
+    rates, cases = table("demo_rule_cpu_rates.csv"), table("demo_rule_cpu_cases.csv")
+    n_op, n_seed = cases.op_set.nunique(), cases.seed.nunique()
+    lrs = ", ".join(sci(p) for p in sorted(cases.peak_lr.unique()))
+    rows = []
+    for r in rates.itertuples():
+        rows.append([f">= {r.threshold:g}", f"{ratio(round(r.paper_contrast_rate * r.cells), r.cells)} op sets",
+                     f"{ratio(round(r.contrast_rate * r.cases), r.cases)} cases",
+                     f"{num(r.large_memorizes_per_run)}", f"{num(r.small_composes_per_run)}"])
+    head = [f"OOD line ({n_op} op sets x {n_seed} seeds x peaks {lrs})", "papers' rule: contrast",
+            "per run: contrast", "per run: `large_init` memorizes", "per run: `small_init` composes"]
+    return md_table(head, rows)
+
+
+# ------------------------------------------------------------------ the task, from its defaults
+def task_paragraph() -> str:
+    """The anchor task in one paragraph, every number from the task's config and the papers' op set."""
+    from anchorlab.tasks.anchor.config import AnchorTaskConfig
+    from anchorlab.tasks.anchor.opsets import PAPERS
+
+    t = AnchorTaskConfig()
+    steps = PAPERS["anchors"]
+    a, b = PAPERS["held_out"]
+    comp, shift = steps[a] + steps[b], PAPERS["mirror_shift"]
+    names = ", ".join(str(k) for k in steps)
+    moves = ", ".join(f"{s:+d}" for s in steps.values())
+    return (f"Sequences of {t.seq_len} tokens hold a key `x` (a value in {t.value_min}..{t.value_max}) followed by "
+            f"two anchors from {{{names}}}. Each anchor is a step ({moves}), and the target is `x` after both steps. "
+            f"Pair ({a},{b}) is never trained; its mirror ({b},{a}) is trained on the non-inferential target "
+            f"x{shift:+d}. A model that *composes* (reasons) answers ({a},{b}) with x{comp:+d}; one that *memorizes* "
+            f"copies the mirror's x{shift:+d}. The init rate gamma sets every weight's std to fan_in^-gamma, and "
+            f"the papers find that it decides which of the two a model learns.")
