@@ -50,11 +50,17 @@ def test_cpu_spec_is_the_std_matched_cells_runs():
         assert figure_spec(FIGURES[fid], "cpu") == figure_spec(FIGURES["neurips-fig3"], "cpu"), fid
 
 
-def test_cpu_spec_runs_are_the_clock_maps_half_clock_runs():
-    from anchorlab.sweep.grid import resolve_sweep
-
-    half = {r.run_id for r in expand(resolve_sweep("fig2_cell_clock_cpu")) if r.config.train.epochs == 118.2}
-    assert {r.run_id for r in expand(figure_spec(FIGURES["neurips-fig3"], "cpu"))} <= half
+def test_cpu_spec_runs_are_neurips_fig2s_cpu_runs_at_every_clock_and_lr_grid():
+    fig2, fig3 = FIGURES["neurips-fig2"], FIGURES["neurips-fig3"]
+    for options in ({}, {"clock": "1"}, {"clock": "2", "lrs": "nine"}):
+        ours = {r.run_id for r in expand(figure_spec(fig3, "cpu", options=options))}
+        theirs = {r.run_id: r.config for r in expand(figure_spec(fig2, "cpu", options=options))}
+        assert len(ours) == 18 * (3 if options.get("lrs") == "nine" else 1) and ours <= set(theirs), options
+        assert {theirs[i].model.n_layers for i in ours} == {2}
+    half = {r.run_id for r in expand(figure_spec(fig3, "cpu"))}
+    assert half.isdisjoint(r.run_id for r in expand(figure_spec(fig3, "cpu", options={"clock": "1"})))
+    with pytest.raises(ConfigError, match="^--clock: must be one of 0.5, 1, 2"):
+        figure_spec(fig3, "cpu", options={"clock": "3"})
 
 
 def test_demo_scale_keeps_the_demos_pair():
@@ -102,6 +108,13 @@ def test_rule_bars_ties_and_seeds_missing_on_a_side():
     assert "m" not in set(p.run_id)
     loose = pick_runs(c, PickRule(id_min=0.8, compose_min=0.4)).set_index(["side", "seed"])
     assert loose.loc[("small_init", 0), "run_id"] == "b" and loose.loc[("small_init", 1), "run_id"] == "d"
+
+
+def test_rule_reads_the_judgements_metric_columns():
+    from anchorlab.eval.judgement import MAPPINGS as JUDGEMENT
+    from anchorlab.reproduce.mechanism_picks import MAPPINGS
+
+    assert MAPPINGS == JUDGEMENT
 
 
 def test_rule_errors_name_the_field():
@@ -238,9 +251,10 @@ def test_complexity_figure_reads_the_same_picks(cell):
     assert float(claims.ours.iloc[1]) == pytest.approx(diff)
 
 
-def test_dry_run_prints_the_cells_runs(capsys, tmp_path):
+def test_dry_run_prints_the_cells_runs_the_hours_and_the_rule(capsys, tmp_path):
     assert main(["reproduce", "neurips-fig3", "--scale", "cpu", "--dry-run", "--out", str(tmp_path / "d")]) == 0
     out = capsys.readouterr().out
     for rid in _cell_rows().run_id:
         assert rid in out
+    assert "18 runs, 18 to train" in out and "h on this CPU" in out and "scale rule (cpu): the std-matched" in out
     assert not (tmp_path / "d").exists()

@@ -21,8 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .figures_fig2 import CLOCKS, LRS
 from .mechanism_picks import DEFAULT_RULE, SIDES, PickRule, candidate_table, pick_runs, picks_line
-from .registry import Claim, Figure, Made, Tables, register
+from .registry import Claim, Figure, Made, Option, Tables, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,18 +116,31 @@ def _mean_diff(kind: str, col: str) -> Callable[[Tables], float]:
 PICKS_CLAIM = Claim("runs analyzed: per seed, a small-init run that composes and a large-init run that memorizes "
                     "(mechanism_picks.pick_runs)", "one model per side", lambda t: picks_line(t["picks"]))
 
-NEURIPS_SWEEPS = {"cpu": "mechanism_cpu", "paper": "mechanism_paper", "demo": "mechanism_demo"}
-JOURNAL_SWEEPS = {"cpu": "mechanism_cpu", "paper": "journal_mechanism_paper", "demo": "journal_mechanism_demo"}
-SCALE_NOTE = ("CPU scale: the std-matched Fig. 2 cell's 18 depth-2 runs on the papers' op set (sweeps/mechanism_cpu.yaml: "
-              "paper gamma 0.8 and 0.3 via init.ref_width 400, width 128, the three peaks inside the corrected lr "
-              "range, seeds 0-2, the 1/2x clock), shared with neurips-fig2 in the same --out. Runs picked by "
-              "anchorlab.reproduce.mechanism_picks.pick_runs: " + DEFAULT_RULE.describe() + ". Numbers: mean over "
-              "the picked seeds per side (n, sd, min, max in the *_summary table; each run in *_runs; picks.csv "
-              "says which run and why, or why none). Demo scale: the demo's fast pair (plain gamma, width 128, one "
-              "seed; both on the paper's large-init side by std), analyzed as it comes. Paper: width 400, 900k "
-              "sequences, 210 epochs, one model per side.")
+NEURIPS_SWEEPS = {"demo": "mechanism_demo", "cpu": "mechanism_cpu", "paper": "mechanism_paper"}
+JOURNAL_SWEEPS = {"demo": "journal_mechanism_demo", "cpu": "mechanism_cpu", "paper": "journal_mechanism_paper"}
+# the same choices as neurips-fig2's, so `--clock 1` here reads the runs `neurips-fig2 --clock 1` trains
+OPTIONS = (Option("clock", CLOCKS, "0.5", "the optimizer clock, a fraction of the paper's 92,190 steps (as neurips-fig2)"),
+           Option("lrs", LRS, "range", "the grid's three peaks inside the corrected range, or the paper's nine "
+                                       "(as neurips-fig2)"))
+RULES_TEXT = {
+    "demo": "a fast look, not the papers' init: the demo's pair (plain gamma, width 128, one seed, the demo's clock), "
+            "both on the paper's large-init side by std; analyzed as they come (the picking bars at 0)",
+    "cpu": "the std-matched Fig. 2 cell's depth-2 runs on the papers' op set (sweeps/mechanism_cpu.yaml): paper gamma "
+           "0.8 and 0.3 (width 128 at init.ref_width 400), the three peaks inside the corrected lr range, seeds 0-2, "
+           "1/2x the paper's optimizer steps unless --clock; the same run ids as neurips-fig2's, so one --out trains "
+           "them once; per seed one picked run per side, numbers as the mean over the picked seeds",
+    "paper": "width 400, 900k sequences, 210 epochs (NeurIPS App. A), one seed: one picked run per side",
+}
+NOTE = ("Runs picked by anchorlab.reproduce.mechanism_picks.pick_runs: " + DEFAULT_RULE.describe() + ". Numbers: "
+        "per side the mean over its picked runs (n, sd, min, max in *_summary.csv; every picked run in *_runs.csv; "
+        "picks.csv names each side and seed's run and why, or why none; candidates.csv every run looked at).")
 
-register(Figure(
+
+def _figure(**kw) -> Figure:
+    return register(Figure(options=OPTIONS, rules=RULES_TEXT, **kw))
+
+
+_figure(
     id="neurips-fig3", paper="NeurIPS 2024", number="Fig. 3",
     shows="information flow of the symmetric and the inferential solution, and t-SNE of X_ao(1)",
     sweeps=NEURIPS_SWEEPS, make=_maker(["flow", "flow-scores", "tsne-ao1"], "mechanism"),
@@ -139,9 +153,9 @@ register(Figure(
         Claim("symmetric solution, layer 1: the last token merges both anchors (last->anchors, large init)",
               "high", _mean("mechanism", "L0 last->anchors", "large_init")),
     ),
-    notes=SCALE_NOTE))
+    notes=NOTE)
 
-register(Figure(
+_figure(
     id="neurips-fig4", paper="NeurIPS 2024", number="Fig. 4",
     shows="cosine similarity of X_ao(2) (both solutions) and of V(2) at the first anchor (inferential solution)",
     sweeps=NEURIPS_SWEEPS, make=_maker(["cos-ao2", "cos-v2"], "mechanism", {"cos-v2": "small_init"}),
@@ -154,10 +168,10 @@ register(Figure(
         Claim("inferential solution: V(2) at the first anchor groups by g(x; a1) (contrast)", "high",
               _mean("mechanism", "contrast V(2)", "small_init")),
     ),
-    notes=SCALE_NOTE + " Raw cosines are dominated by a shared mean vector at CPU scale; the summary also "
-                       "gives centred contrasts."))
+    notes=NOTE + " Raw cosines are dominated by a shared mean vector at CPU scale; the summary also "
+                       "gives centred contrasts.")
 
-register(Figure(
+_figure(
     id="neurips-fig5", paper="NeurIPS 2024", number="Fig. 5",
     shows="condensation of W_Q(1) rows and PCA of the token embeddings, small vs large init",
     sweeps=NEURIPS_SWEEPS, make=_maker(["condensation", "embedding"], "complexity"),
@@ -170,19 +184,19 @@ register(Figure(
         Claim("large init: ordinal Spearman of the embeddings", "no clear order",
               _mean("complexity", "ordinal_spearman", "large_init")),
     ),
-    notes=SCALE_NOTE, extra="analysis"))
+    notes=NOTE, extra="analysis")
 
-register(Figure(
+_figure(
     id="neurips-fig7", paper="NeurIPS 2024", number="Fig. 7 (App. B)",
     shows="eigenvalues of the covariance of the token embeddings, small vs large init",
     sweeps=NEURIPS_SWEEPS, make=_maker(["cov-spectrum"], "complexity"),
     claims=(PICKS_CLAIM,
             Claim("small init: a few large eigenvalues (stable rank of W_Q(1), small minus large init)",
                   "fewer directions for small init", _mean_diff("complexity", "stable_rank"))),
-    notes=SCALE_NOTE + " The paper plots the spectrum over training; here the final weights' spectrum "
-                       "(train.log_complexity=true records it at every evaluation).", extra="analysis"))
+    notes=NOTE + " The paper plots the spectrum over training; here the final weights' spectrum "
+                       "(train.log_complexity=true records it at every evaluation).", extra="analysis")
 
-register(Figure(
+_figure(
     id="journal-fig4", paper="journal", number="Fig. 4",
     shows="masking the key (t-SNE of outputs by anchor pair) and the second anchor (cosine by g(x; a1))",
     sweeps=JOURNAL_SWEEPS, make=_maker(["mask-key", "mask-anchor2"], "mechanism"),
@@ -194,16 +208,16 @@ register(Figure(
         Claim("large init (memorizes): second-anchor-masked centred contrast", "low",
               _mean("mechanism", "contrast anchor2-masked centered", "large_init")),
     ),
-    notes=SCALE_NOTE + " The journal's own task holds out (3,4) and (4,3); the CPU scale reads the NeurIPS "
-                       "op set's cell (paper scale: the journal task)."))
+    notes=NOTE + " The journal's own task holds out (3,4) and (4,3); the CPU scale reads the NeurIPS "
+                       "op set's cell (paper scale: the journal task).")
 
-register(Figure(
+_figure(
     id="journal-fig5ab", paper="journal", number="Fig. 5A-B",
     shows="condensation of W_Q(1) and embedding PCA across the phases (2-layer single-head model)",
     sweeps=JOURNAL_SWEEPS, make=_maker(["condensation", "embedding"], "complexity"),
     claims=(PICKS_CLAIM,
             Claim("condensation is higher at small init (mean |cos|, small minus large init)", "positive",
                   _mean_diff("complexity", "mean_abs_cos"))),
-    notes=SCALE_NOTE, extra="analysis"))
+    notes=NOTE, extra="analysis")
 
 __all__ = ["RULES", "picks_for", "per_run_table", "side_summary"]

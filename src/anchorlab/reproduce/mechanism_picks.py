@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import ConfigError, check_range
-from ..eval.judgement import MAPPINGS, per_run_passes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,8 +26,11 @@ log = logging.getLogger(__name__)
 SIDES = ("small_init", "large_init")
 SIDE_MAPPING = {"small_init": "inferential", "large_init": "symmetric"}
 SIDE_VERB = {"small_init": "composes", "large_init": "memorizes"}
-CANDIDATE_COLUMNS = ["run_id", "run_dir", "seed", "gamma", "peak_lr", "n_layers", *MAPPINGS.values()]
-PICK_COLUMNS = ["side", "seed", "picked", "run_id", "peak_lr", "gamma", *MAPPINGS.values(), "eligible",
+# the final metrics the rule reads: eval.judgement.MAPPINGS' columns (id, inferential, symmetric; a test checks)
+FINAL_METRICS = ("id_acc", "ood_inferential_acc", "ood_symmetric_acc")
+MAPPINGS = dict(zip(("id", "inferential", "symmetric"), FINAL_METRICS))
+CANDIDATE_COLUMNS = ["run_id", "run_dir", "seed", "gamma", "peak_lr", "n_layers", *FINAL_METRICS]
+PICK_COLUMNS = ["side", "seed", "picked", "run_id", "peak_lr", "gamma", *FINAL_METRICS, "eligible",
                 "candidates", "note"]
 
 
@@ -74,28 +76,28 @@ def _spec_run_ids(sweep_dir: Path) -> set[str] | None:
 
 
 def candidate_table(sweep_dir: str | Path) -> pd.DataFrame:
-    """One row per candidate run of ``sweep_dir`` (see the module docstring): :data:`CANDIDATE_COLUMNS`,
-    ``seed`` = ``train.init_seed``, final metrics NaN where final.json lacks them; sorted by run id."""
+    """One row per candidate run of ``sweep_dir`` (see the module docstring), read through the run table
+    (:func:`anchorlab.sweep.runtable.run_table`): :data:`CANDIDATE_COLUMNS`, ``seed`` = ``train.init_seed``,
+    final metrics NaN where a run lacks them; in run-id order."""
     import pandas as pd
 
-    from ..sweep.results import finals
+    from ..sweep.runtable import run_table
 
     sweep_dir = Path(sweep_dir)
     ids = _spec_run_ids(sweep_dir)
-    rows = []
-    for f in finals(sweep_dir):
-        if ids is not None and f["run_id"] not in ids:
-            continue
-        c, fin = f["config"], f.get("final") or {}
-        o = c["optim"]
-        rows.append({"run_id": f["run_id"], "run_dir": f["run_dir"], "seed": int(c["train"]["init_seed"]),
-                     "gamma": float(c["init"]["gamma"]), "peak_lr": float(o.get("peak_lr") or o["lr"] * o.get("warmup_multiplier", 1.0)),
-                     "n_layers": int(c["model"]["n_layers"]),
-                     **{m: float(fin.get(m, math.nan)) for m in MAPPINGS.values()}})
-    t = pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
-    if t.n_layers.nunique() > 1:
-        t = t[t.n_layers == 2]
-    return t.reset_index(drop=True)
+    t = run_table([sweep_dir])
+    if ids is not None and len(t):
+        t = t[t.run_id.isin(ids)]
+    if t.empty:
+        return pd.DataFrame(columns=CANDIDATE_COLUMNS)
+    out = pd.DataFrame({"run_id": t.run_id, "run_dir": t.run_dir, "seed": t.seed.astype(int),
+                        "gamma": t["init.gamma"].astype(float), "peak_lr": t.peak_lr.astype(float),
+                        "n_layers": t["model.n_layers"].astype(int),
+                        **{m: pd.to_numeric(t.get(f"final.{m}", math.nan)) for m in MAPPINGS.values()}},
+                       columns=CANDIDATE_COLUMNS)
+    if out.n_layers.nunique() > 1:
+        out = out[out.n_layers == 2]
+    return out.reset_index(drop=True)
 
 
 def pick_runs(candidates: pd.DataFrame, rule: PickRule = DEFAULT_RULE) -> pd.DataFrame:
@@ -109,6 +111,8 @@ def pick_runs(candidates: pd.DataFrame, rule: PickRule = DEFAULT_RULE) -> pd.Dat
     many of its runs passed the bar, ``candidates``: how many it had, ``note``: the pick or why there is none.
     Columns :data:`PICK_COLUMNS`; rows ordered by side (small init first), then seed."""
     import pandas as pd
+
+    from ..eval.judgement import per_run_passes
 
     missing = [c for c in ("run_id", "seed", "gamma", "peak_lr", *MAPPINGS.values()) if c not in candidates]
     if missing:
