@@ -1,27 +1,20 @@
-"""The early-predictor study: sweep directories -> each run's features and outcome, AUC per feature and
-time, and a cross-validated logistic verdict (docs/predictors.md, "The CPU study").
+"""The early-predictor study's statistics: AUC per feature and time, a cross-validated logistic verdict, and
+the verdict model fitted on the study's runs (docs/predictors.md, "The CPU study").
 
-The runs are trained with ``train.log_predictors=true`` (sweep ``predictors_cpu``);
-:func:`study_rows` reads the features at fractions of training (:func:`~anchorlab.analysis.auc.
-features_at_fractions`) and labels each run by its final accuracies on the held-out pair
-(:func:`outcome`); :func:`write_study` writes the AUC table, the verdict table, the run table and a
-figure::
-
-    python -m anchorlab.predictor_study runs/predictors_cpu --out docs/figures/predictors_cpu.csv
+Input: one row per (run, fraction of training) with :data:`RUN_COLUMNS`, ``at_fraction``, ``step`` and the
+features (:func:`anchorlab.reproduce.figures_predictors.study_rows`); ``outcome`` is each run's solution by
+final metrics (:func:`anchorlab.eval.solution.outcome`).
 """
 
 from __future__ import annotations
 
-import argparse
-import math
-import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from .analysis.verdict import SEEDS, VerdictModel, flat_identity, outcome
+from ..analysis.verdict import SEEDS, VerdictModel, flat_identity
 
 FRACTIONS = (0.0, 0.05, 0.1, 1.0)     # 1.0: the trained model (descriptive, not a predictor)
 EARLY = (0.0, 0.05, 0.1)
@@ -29,45 +22,6 @@ OUTCOMES = ("composes", "memorizes", "neither", "unfit")
 RUN_COLUMNS = ["run_id", "data_seed", "init_seed", "gamma", "id_acc", "inferential_final", "symmetric_final",
                "inferential_best", "symmetric_best", "outcome"]
 VERDICT_COLUMNS = ["at_fraction", "model", "validation", "auc", "accuracy", "n_runs", "n_composes"]
-
-
-def study_rows(sweep_dirs: Sequence[str | Path], fractions: Sequence[float] = FRACTIONS, threshold: float = 0.5,
-               id_min: float = 0.9) -> pd.DataFrame:
-    """One row per (completed run, fraction): :data:`RUN_COLUMNS`, ``at_fraction``, ``step`` and the
-    features (runs in several directories count once)."""
-    from .analysis.auc import features_at_fractions
-    from .sweep.results import unique_finals
-
-    frames = []
-    for f in sorted(unique_finals(sweep_dirs), key=lambda f: f["run_id"]):
-        rid = f["run_id"]
-        fin, best, c = f.get("final", {}), f.get("best", {}), f["config"]
-        meta = {"run_id": rid, "data_seed": c["train"]["data_seed"], "init_seed": c["train"]["init_seed"],
-                "gamma": c["init"]["gamma"], "id_acc": fin.get("id_acc", math.nan),
-                "inferential_final": fin.get("ood_inferential_acc", math.nan),
-                "symmetric_final": fin.get("ood_symmetric_acc", math.nan),
-                "inferential_best": best.get("ood_inferential_acc", math.nan),
-                "symmetric_best": best.get("ood_symmetric_acc", math.nan)}
-        meta["outcome"] = outcome(meta["id_acc"], meta["inferential_final"], meta["symmetric_final"], threshold,
-                                  id_min)
-        feats = features_at_fractions(f["run_dir"], fractions).drop(columns="run_dir")
-        frames.append(feats.assign(**meta, run_dir=f["run_dir"]))
-    if not frames:
-        return pd.DataFrame(columns=RUN_COLUMNS + ["at_fraction", "step"])
-    df = pd.concat(frames, ignore_index=True)
-    head = RUN_COLUMNS + ["at_fraction", "step"]
-    return df[head + [c for c in df.columns if c not in head and c != "run_dir"] + ["run_dir"]]
-
-
-def earlier_rows(paths: Sequence[str | Path], threshold: float = 0.5, id_min: float = 0.9) -> pd.DataFrame:
-    """Rows of earlier studies' ``*_runs.csv`` tables (for runs whose directories are not at hand), with
-    each run's outcome re-read at ``threshold`` / ``id_min``."""
-    from .sweep.results import earlier_tables
-
-    df = earlier_tables(paths, RUN_COLUMNS + ["at_fraction", "step"], drop=["design"])
-    df["outcome"] = [outcome(i, a, b, threshold, id_min)
-                     for i, a, b in zip(df.id_acc, df.inferential_final, df.symmetric_final)]
-    return df.drop_duplicates(["run_id", "at_fraction"])
 
 
 def feature_columns(rows: pd.DataFrame) -> list[str]:
@@ -78,7 +32,7 @@ def feature_columns(rows: pd.DataFrame) -> list[str]:
 def study_auc(rows: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     """AUC of every feature at every fraction for "composes" (positive) vs "memorizes" (the runs that
     neither compose nor memorize, or do not fit, are left out)."""
-    from .analysis.auc import auc_table
+    from ..analysis.auc import auc_table
 
     d = rows[rows.outcome.isin(["composes", "memorizes"])].assign(composes=lambda x: x.outcome == "composes")
     return auc_table(d, "composes", feature_columns(rows), "at_fraction", n_boot=n_boot, seed=seed)
@@ -95,7 +49,7 @@ def _pipeline(k: int | None):
 
 
 def _scores(y_true: np.ndarray, p: np.ndarray) -> tuple[float, float]:
-    from .analysis.auc import mann_whitney_auc
+    from ..analysis.auc import mann_whitney_auc
 
     return mann_whitney_auc(p, y_true), float(np.mean((p >= 0.5) == y_true))
 
@@ -125,7 +79,7 @@ def verdict_table(rows: pd.DataFrame, fractions: Sequence[float] = EARLY,
     training on one and testing on the other (``<a>-><b>``). AUC is the Mann-Whitney AUC of the
     held-out probabilities; accuracy thresholds them at 0.5.
     """
-    from .extras import require
+    from ..extras import require
 
     require("sklearn", "the early-verdict study (pip install 'anchorlab[analysis]')")
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
@@ -170,7 +124,7 @@ def fit_verdict(rows: pd.DataFrame, at_fraction: float, k: int | str | None = 3,
     ``at_fraction``, as a :class:`~anchorlab.analysis.verdict.VerdictModel`; its ``validation`` is the
     matching cross-validated row of ``verdict`` (computed when None) and its ``setting`` the config
     fields every run shares (seeds aside; needs the ``run_dir`` column)."""
-    from .train import config_of
+    from ..train import config_of
 
     d = rows[rows.outcome.isin(["composes", "memorizes"]) & np.isclose(rows.at_fraction, at_fraction)]
     cols = [c for c in feature_columns(rows) if d[c].notna().all() and d[c].std() > 0]
@@ -202,69 +156,3 @@ def fit_verdict(rows: pd.DataFrame, at_fraction: float, k: int | str | None = 3,
 def with_design(rows: pd.DataFrame) -> pd.DataFrame:
     """Add ``design``: ``init_varied`` (data seed 0) or ``data_varied`` (init seed 0, data seed > 0)."""
     return rows.assign(design=np.where(rows.data_seed == 0, "init_varied", "data_varied"))
-
-
-def write_study(sweep_dirs: Sequence[str | Path], out: str | Path, threshold: float = 0.5, id_min: float = 0.9,
-                n_boot: int = 1000, with_rows: Sequence[str | Path] = ()
-                ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[Path]]:
-    """Write ``out`` (the AUC table), ``<stem>_runs.csv`` (one row per run and fraction),
-    ``<stem>_verdict.csv`` and ``<stem>.png`` (AUC per feature at the early fractions). ``with_rows``:
-    earlier ``*_runs.csv`` tables whose runs join the study (a run found in a directory wins)."""
-    from .io import atomic_write
-
-    rows = study_rows(sweep_dirs, FRACTIONS, threshold, id_min)
-    if with_rows:
-        old = earlier_rows(with_rows, threshold, id_min)
-        rows = pd.concat([rows, old[~old.run_id.isin(rows.run_id)][rows.columns if len(rows) else old.columns]],
-                         ignore_index=True)
-    rows = with_design(rows)
-    auc = study_auc(rows, n_boot=n_boot) if len(rows) else pd.DataFrame()
-    verdict = verdict_table(rows) if len(rows) else pd.DataFrame(columns=VERDICT_COLUMNS)
-    out = Path(out)
-    paths = [atomic_write(out, lambda p: auc.to_csv(p, index=False)),
-             atomic_write(out.with_name(out.stem + "_runs.csv"), lambda p: rows.to_csv(p, index=False)),
-             atomic_write(out.with_name(out.stem + "_verdict.csv"), lambda p: verdict.to_csv(p, index=False))]
-    if len(auc) and auc.auc.notna().any():
-        from .plots.predictors import plot_auc
-        from .plots.save import save_figure
-
-        paths += save_figure(plot_auc(auc, fractions=EARLY), out.with_suffix(""), formats=("png",), dpi=130)
-    return rows, auc, verdict, paths
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m anchorlab.predictor_study", description=__doc__.splitlines()[0])
-    p.add_argument("sweep_dirs", nargs="+", help="sweep directories (e.g. runs/predictors_cpu)")
-    p.add_argument("--out", default="docs/figures/predictors_cpu.csv", help="the AUC table (CSV)")
-    p.add_argument("--threshold", type=float, default=0.5, help="OOD accuracy that names a solution (default 0.5)")
-    p.add_argument("--id-min", type=float, default=0.9)
-    p.add_argument("--n-boot", type=int, default=1000)
-    p.add_argument("--with-rows", action="append", default=[], metavar="CSV",
-                   help="an earlier study's *_runs.csv whose runs join this one (repeatable)")
-    p.add_argument("--fit-verdict", metavar="FILE", help="also fit the early-verdict model and write it as JSON")
-    p.add_argument("--verdict-fraction", type=float, default=0.1, help="its fraction of training (default 0.1)")
-    p.add_argument("--verdict-model", default="3",
-                   help="its features: a number k (the k best), 0 for all, or one feature's name (default 3)")
-    a = p.parse_args(argv)
-    rows, auc, verdict, paths = write_study(a.sweep_dirs, a.out, a.threshold, a.id_min, a.n_boot, a.with_rows)
-    if a.fit_verdict:
-        from .io import atomic_write
-
-        spec = int(a.verdict_model) if a.verdict_model.isdigit() else a.verdict_model
-        vm = fit_verdict(rows, a.verdict_fraction, spec or None, verdict)
-        paths.append(atomic_write(Path(a.fit_verdict), lambda p: Path(p).write_text(vm.to_json())))
-        print(f"verdict model at {vm.at_fraction:.0%}: {', '.join(vm.features)}; validation {vm.validation}")
-    runs = rows.drop_duplicates("run_id")
-    print("outcomes:", runs.outcome.value_counts().to_dict())
-    if len(auc):
-        early = auc[auc.at_fraction.isin(EARLY)].assign(sep=lambda x: (x.auc - 0.5).abs())
-        top = early.sort_values("sep", ascending=False).head(12).drop(columns="sep")
-        print(top.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    if len(verdict):
-        print(verdict.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    print(f"{len(runs)} runs; wrote {', '.join(map(str, paths))}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

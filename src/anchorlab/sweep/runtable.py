@@ -170,11 +170,11 @@ def read_table(path: str | Path) -> "pd.DataFrame":
         df["seed"] = df["train.init_seed"]
     if "train.init_seed" not in df.columns and "seed" in df.columns:
         df["train.init_seed"] = df["seed"]
-    defaults = {"status": "finished", "device": "unrecorded", "precision": "unrecorded", "run_dir": ""}
+    defaults = {"status": "finished", "device": "unrecorded", "precision": "unrecorded"}
     for col, v in defaults.items():
         if col not in df.columns:
             df[col] = v
-    df["source"] = str(p)
+    df["source"], df["run_dir"] = str(p), ""   # a committed row is read from its table, never from a directory
     return df.drop_duplicates("run_id", keep="last")
 
 
