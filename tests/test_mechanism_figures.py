@@ -129,6 +129,42 @@ def test_rule_errors_name_the_field():
     assert pick_runs(_cands([])).empty
 
 
+def _fake_run(sweep: Path, sets: list[str], id_acc: float, inferential: float, symmetric: float) -> str:
+    from anchorlab.config import experiment_from_dict
+
+    cfg = experiment_from_dict({}, sets)
+    d = sweep / "runs" / cfg.run_id()
+    d.mkdir(parents=True)
+    (d / "final.json").write_text(json.dumps({
+        "run_id": cfg.run_id(), "status": "finished", "config": cfg.to_dict(), "steps": 10, "total_steps": 10,
+        "final": {"id_acc": id_acc, "ood_inferential_acc": inferential, "ood_symmetric_acc": symmetric}}))
+    return cfg.run_id()
+
+
+def test_candidates_are_the_last_specs_runs_and_depth_two_where_depths_mix(tmp_path):
+    from anchorlab.reproduce.mechanism_picks import candidate_table
+
+    sweep = tmp_path / "sweep"
+    ids = {(g, L, seed): _fake_run(sweep, [f"init.gamma={g}", f"model.n_layers={L}", f"train.init_seed={seed}"],
+                                   0.95, 0.6 if g == 0.8 else 0.0, 0.7 if g == 0.3 else 0.0)
+           for g in (0.3, 0.8) for L in (1, 2) for seed in (0, 1)}
+    c = candidate_table(sweep)                                # no sweep.yaml: every completed run, depth 2
+    assert set(c.run_id) == {v for (g, L, s), v in ids.items() if L == 2} and (c.n_layers == 2).all()
+    assert c.ood_inferential_acc[c.gamma == 0.8].eq(0.6).all() and set(c.seed) == {0, 1}
+    spec = {"name": "x", "base": "neurips/paper", "set": ["model.n_layers=1"],
+            "axes": {"init.gamma": [0.3, 0.8]}, "zip": [{"train.init_seed": [0, 1]}]}
+    import yaml
+
+    (sweep / "sweep.yaml").write_text(yaml.safe_dump(spec))   # the last spec run here: its runs only
+    assert candidate_table(sweep).empty                       # neurips/paper's defaults: none of these runs
+    spec["base"] = {}
+    (sweep / "sweep.yaml").write_text(yaml.safe_dump(spec))
+    c = candidate_table(sweep)
+    assert set(c.run_id) == {v for (g, L, s), v in ids.items() if L == 1}
+    p = pick_runs(c)
+    assert p.picked.all() and len(p) == 4
+
+
 # ------------------------------------------------------------------ numbers per side over the seeds
 def test_spread_over_seeds_gives_n_mean_sd_and_keeps_an_empty_side():
     runs = pd.DataFrame({"side": ["small_init", "small_init", "small_init", "large_init"],
@@ -184,7 +220,11 @@ def test_tiny_runs_that_fit_nothing_are_reported_not_substituted(cell):
     assert not any(p.is_dir() and p.name.endswith(("seed0", "seed1", "seed2")) for p in out.iterdir())
 
 
-def test_maker_analyzes_every_picked_run_and_reports_means_over_seeds(cell):
+@pytest.fixture(scope="module")
+def edited(cell):
+    """``cell`` with chosen final metrics (the tests before it see the tiny runs as trained): small init,
+    seeds 0 and 1 compose (seed 0 at two lrs: the higher inferential wins), seed 2 composes only unfit; large
+    init, every seed memorizes. Returns (out, args, run_of(gamma, seed, lr) -> run id)."""
     out, args = cell
     cands = pd.read_csv(out / "candidates.csv")
     sweep = out / "sweep" / "runs"
@@ -194,13 +234,17 @@ def test_maker_analyzes_every_picked_run_and_reports_means_over_seeds(cell):
         assert len(r) == 1
         return r.run_id.iloc[0]
 
-    # small init: seeds 0 and 1 compose (seed 0 at two lrs: the higher inferential wins), seed 2 does not
     _set_final(sweep / run_of(0.8, 0, 1.77e-4), 0.99, 0.6, 0.0)
     _set_final(sweep / run_of(0.8, 0, 2.5e-4), 0.95, 0.8, 0.0)
     _set_final(sweep / run_of(0.8, 1, 1.25e-4), 1.0, 0.7, 0.0)
     _set_final(sweep / run_of(0.8, 2, 2.5e-4), 0.85, 0.9, 0.0)      # composes but never fit: not eligible
-    for seed in (0, 1, 2):                                           # large init: every seed memorizes
+    for seed in (0, 1, 2):
         _set_final(sweep / run_of(0.3, seed, 1.77e-4), 1.0, 0.0, 0.6 + 0.1 * seed)
+    return out, args, run_of
+
+
+def test_maker_analyzes_every_picked_run_and_reports_means_over_seeds(edited):
+    out, args, run_of = edited
     assert main([*args, "--no-train"]) == 0
     picks = pd.read_csv(out / "picks.csv").set_index(["side", "seed"])
     assert picks.loc[("small_init", 0), "run_id"] == run_of(0.8, 0, 2.5e-4)
@@ -234,11 +278,20 @@ def test_maker_analyzes_every_picked_run_and_reports_means_over_seeds(cell):
     assert "pick_runs" in readme and "2 of 3 seeds" in readme
 
 
-def test_complexity_figure_reads_the_same_picks(cell):
+def test_demo_scale_analyzes_the_pair_as_it_comes(edited):
+    from anchorlab.reproduce.figures_mechanism import picks_for
+
+    out, _, _ = edited
+    _, strict = picks_for(out / "sweep", "cpu")
+    _, demo = picks_for(out / "sweep", "demo")                   # the bars at 0: every side and seed has a run
+    assert demo.picked.all() and len(demo) == 6 and not strict.picked.all()
+
+
+def test_complexity_figure_reads_the_same_picks(edited):
     pytest.importorskip("scipy")
-    out, args = cell
+    out, args, _ = edited
     fig5 = [a if a != "neurips-fig4" else "neurips-fig5" for a in args]
-    assert main([*fig5, "--no-train"]) == 0                          # after the previous test's finals
+    assert main([*fig5, "--no-train"]) == 0
     runs = pd.read_csv(out / "complexity_runs.csv")
     picks = pd.read_csv(out / "picks.csv")
     assert set(runs.run_id) == set(picks[picks.picked].run_id)
