@@ -247,3 +247,81 @@ def test_a_reader_that_stops_early_gets_no_traceback():
     p.stdout.close()                         # like `| head -1`
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 141 and "Traceback" not in err, err
+
+
+# ------------------------------------------------------------------ the first hour
+@pytest.mark.parametrize("seeds", ["0", "-2"])
+def test_demo_refuses_fewer_than_one_seed_before_training(tmp_path, capsys, seeds):
+    from anchorlab.config import ConfigError
+    from anchorlab.demo import demo_spec
+
+    with pytest.raises(SystemExit) as e:
+        main(["demo", "--out", str(tmp_path / "d"), "--seeds", seeds])
+    assert e.value.code == 2
+    assert f"argument --seeds: must be a positive integer (1 or more), got {seeds}" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
+    with pytest.raises(ConfigError, match=r"^seeds: must be a positive integer"):
+        demo_spec(seeds=int(seeds))
+
+
+@pytest.mark.parametrize("args, name, where", [
+    (["demo", "--set", "task.name=addition"], "addition", "(from --set task.name=addition)"),
+    (["robustness", "addition/cpu"], "addition", "(in addition/cpu)"),
+    (["robustness", "scan/cpu", "--dry-run"], "scan", "(in scan/cpu)"),
+])
+def test_demo_and_robustness_say_they_are_anchor_only(tmp_path, capsys, args, name, where):
+    assert main([*args, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "unknown key" not in err
+    assert err.startswith(f"anchorlab: error: {args[0]}: anchor task only")
+    assert f"task.name is {name!r} {where}" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_preset_lists_give_each_preset_one_line_from_its_first_comment(capsys):
+    from anchorlab.config import preset_names
+    from anchorlab.config.base import PRESET_DIR
+    from anchorlab.sweep.grid import SWEEP_DIR
+
+    for cmd, names, path in (("config", preset_names(), lambda n: PRESET_DIR / f"{n}.yaml"),
+                             ("sweep", sorted(q.stem for q in SWEEP_DIR.glob("*.yaml")), lambda n: SWEEP_DIR / f"{n}.yaml")):
+        assert main([cmd, "--list"]) == 0
+        lines = capsys.readouterr().out.splitlines()[1:]
+        assert [ln.split()[0] for ln in lines] == names
+        for name, line in zip(names, lines):
+            first = path(name).read_text().splitlines()[0]
+            assert first.startswith("# ") and line.split(None, 1)[1] == first[2:].strip(), name
+
+
+def test_a_preset_without_a_first_comment_line_lists_with_no_description(tmp_path):
+    from anchorlab.config.base import preset_summary
+
+    (tmp_path / "a.yaml").write_text("\n# the summary\n# more\nname: x\n")
+    (tmp_path / "b.yaml").write_text("name: x  # not a summary\n")
+    assert preset_summary(tmp_path / "a.yaml") == "the summary" and preset_summary(tmp_path / "b.yaml") == ""
+
+
+def test_help_examples_are_current(capsys):
+    for args in (["-h"], ["config", "-h"], ["train", "-h"], ["sweep", "-h"]):
+        with pytest.raises(SystemExit):
+            main(args)
+        text = capsys.readouterr().out
+        assert "gamma=0.8" not in text and "min on a CPU" not in text, args
+    with pytest.raises(SystemExit):
+        main(["-h"])
+    text = capsys.readouterr().out
+    assert "anchorlab demo --out demo_out --dry-run" in text and "init.gamma=0.45" in text
+
+
+def test_the_command_line_is_one_package_and_runs_as_a_module():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import anchorlab
+    import anchorlab.cli
+
+    src = Path(anchorlab.__file__).parent
+    assert Path(anchorlab.cli.__file__).parent == src / "cli" and not list(src.glob("cli_*.py"))
+    r = subprocess.run([sys.executable, "-m", "anchorlab.cli", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == f"anchorlab {anchorlab.__version__}", r.stderr[-2000:]

@@ -209,3 +209,34 @@ def test_sweep_set_accepts_a_mapping_and_strings_alike(tmp_path):
                      ([{"": 3}], r"set\[0\]: keys"), (3, "set: expected"), ([{"a": 1, "b": 2}], r"set\[0\]")]:
         with pytest.raises(ConfigError, match=msg):
             sweep_from_dict({**as_strings, "set": bad})
+
+
+# ------------------------------------------------------------------ a damaged run directory, a refused sweep
+@pytest.mark.parametrize("text, says", [("name: x\ntask: [1, 2\n  model: {\n", "invalid YAML at line 3, column 8"),
+                                        ("- just\n- a list\n", "top level must be a mapping")])
+def test_a_corrupt_config_yaml_is_one_line_naming_the_file(tmp_path, capsys, text, says):
+    run = tmp_path / "r"
+    sets = [f"--set={o}" for o in TINY + ["train.epochs=1"]]
+    assert main(["train", "demo/small", "--out", str(run), "--no-progress", *sets]) == 0
+    (run / "config.yaml").write_text(text)
+    capsys.readouterr()
+    for args in (["eval", str(run)], ["train", "demo/small", "--out", str(run), "--no-progress", *sets],
+                 ["analyze", str(run), "early-verdict"]):
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, (args, err)
+        assert err.startswith(f"anchorlab: error: {run / 'config.yaml'}: {says}"), (args, err)
+
+
+def test_a_refused_worker_count_leaves_no_sweep_files(tmp_path, capsys):
+    from anchorlab.sweep.runner import run_sweep
+
+    with pytest.raises(SystemExit) as e:
+        main(["sweep", "fig2_cpu", "--workers", "0", "--out", str(tmp_path / "s")])
+    assert e.value.code == 2 and "argument --workers: must be a positive integer" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
+    (tmp_path / "lib").mkdir()
+    for bad in (0, -1, True):
+        with pytest.raises(ConfigError, match=r"^max_workers: must be a positive integer"):
+            run_sweep("fig2_cpu", tmp_path / "lib", max_workers=bad)
+    assert not any((tmp_path / "lib").iterdir())

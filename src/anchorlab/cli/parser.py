@@ -18,6 +18,15 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
     p.add_argument("--version", action="version", version=f"anchorlab {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
+    def positive(text: str) -> int:   # --workers, --seeds: 0 or less is refused, not read as "the default"
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+        if n < 1:
+            raise argparse.ArgumentTypeError(f"must be a positive integer (1 or more), got {n}")
+        return n
+
     def floats(text: str) -> list[float]:
         return [float(v) for v in text.split(",") if v.strip()]
 
@@ -37,14 +46,14 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
     def execution(sp: argparse.ArgumentParser, workers: str = "parallel runs (default: the CPU count)") -> None:
         sp.add_argument("--executor", default="process", choices=["process", "inprocess", "ray"],
                         help="where runs train: a local process pool, this process, or a Ray cluster")
-        sp.add_argument("--workers", type=int, default=None, help=workers)
+        sp.add_argument("--workers", type=positive, default=None, help=workers)
 
     def no_progress(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--no-progress", action="store_true", help="no progress bar or per-run lines")
 
     sp = command("config", "print the resolved config, its run id and its peak lr; --list the presets")
     sp.add_argument("config", nargs="?", help="YAML file or preset name (e.g. neurips/paper, demo/small, scan/cpu)")
-    overrides(sp, "dotted override, e.g. --set init.gamma=0.8")
+    overrides(sp, "dotted override, e.g. --set init.gamma=0.45")
     sp.add_argument("--list", action="store_true", help="list the config presets")
     sp.add_argument("--reference", action="store_true",
                     help="print the reference of every config field (markdown, as docs/config_reference.md)")
@@ -52,7 +61,7 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
 
     sp = command("train", "train one model (any task); re-running the same command resumes it")
     sp.add_argument("config", help="YAML file or preset name (e.g. neurips/paper, demo/small, scan/cpu)")
-    overrides(sp, "dotted override, e.g. --set init.gamma=0.8")
+    overrides(sp, "dotted override, e.g. --set init.gamma=0.45")
     sp.add_argument("--out", help="run directory (default: runs/<name>-<run_id>); resumes if it exists")
     no_progress(sp)
     sp.set_defaults(fn=handlers["train"])
@@ -65,8 +74,9 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
 
     sp = command("demo", "train a large-init and a small-init model and compare them")
     sp.add_argument("--out", default="demo_out", help="output directory (resumable)")
-    sp.add_argument("--workers", type=int, default=2, help="parallel training processes")
-    sp.add_argument("--seeds", type=int, default=1, help="seeds per model; the contrast rate is reported over them")
+    sp.add_argument("--workers", type=positive, default=2, help="parallel training processes")
+    sp.add_argument("--seeds", type=positive, default=1,
+                    help="seeds per model; the contrast rate is reported over them")
     overrides(sp, "override the demo config for both models")
     sp.add_argument("--dry-run", action="store_true", help="print the runs and their estimated cost; train nothing")
     no_progress(sp)
@@ -76,10 +86,10 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
     sp = command("robustness", "the headline over random anchor op sets x seeds: large vs small init")
     sp.add_argument("config", nargs="?", default="demo/small", help="base config")
     sp.add_argument("--out", required=True, help="study directory (resumable)")
-    sp.add_argument("--op-sets", type=int, default=5, help="number of op sets, the papers' first")
+    sp.add_argument("--op-sets", type=positive, default=5, help="number of op sets, the papers' first")
     sp.add_argument("--no-papers-op-set", action="store_true", help="draw every op set at random")
     sp.add_argument("--op-seed", type=int, default=0, help="seed of the op-set draw")
-    sp.add_argument("--seeds", type=int, default=3, help="seeds per op set and setting")
+    sp.add_argument("--seeds", type=positive, default=3, help="seeds per op set and setting")
     sp.add_argument("--setting", action="append", default=[], metavar="NAME:KEY=VALUE[,...]",
                     help="a model setting, first the memorizing one, e.g. large_init:init.gamma=0.3 "
                          "(none given: the demo's two gammas)")
@@ -99,7 +109,7 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
     overrides(sp, "dotted override for every run, after the spec's own set, e.g. --set train.epochs=2")
     sp.add_argument("--only", action="append", default=[], metavar="KEY=V[,V...]",
                     help="run a slice: keep the axis values given (repeatable; run ids unchanged, so the full "
-                         "sweep into the same --out skips them), e.g. --only init.gamma=0.8 --only train.init_seed=0")
+                         "sweep into the same --out skips them), e.g. --only init.gamma=0.3 --only train.init_seed=0")
     sp.add_argument("--out", help="sweep directory (default: runs/<name>)")
     sp.add_argument("--done-in", action="append", default=[], metavar="TABLE",
                     help="a run table CSV with a run_id column (e.g. docs/figures/fig2_cell_cpu.csv): its completed "

@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from ..config import ConfigError
-from .support import config_arg, peak_line, resume_note, run_arg, will_create
+from .support import config_arg, peak_line, preset_lines, resume_note, run_arg, will_create
 
 
 def cmd_config(a: argparse.Namespace) -> int:
@@ -19,9 +19,10 @@ def cmd_config(a: argparse.Namespace) -> int:
         print(config_reference(), end="")
         return 0
     if a.list or not a.config:
+        from ..config.base import PRESET_DIR
+
         print("config presets (name, or any YAML file path):")
-        for name in preset_names():
-            print(f"  {name}")
+        print(preset_lines({name: PRESET_DIR / f"{name}.yaml" for name in preset_names()}))
         return 0
     cfg = load_config(config_arg(a.config, "config"), a.set)
     print(dump_config(cfg), end="")

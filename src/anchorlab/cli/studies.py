@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .support import dry_run, will_create
+from .support import anchor_only, dry_run, preset_lines, will_create
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
     import pandas as pd
 
-    from ..demo import DEMO_GAMMAS, DEMO_PRESET, measured_line, run_demo
+    from ..demo import DEMO_GAMMAS, DEMO_PRESET, measured_line, plain_verdict, run_demo
 
+    anchor_only("demo", DEMO_PRESET, a.set)
     if a.dry_run:
         from ..demo import demo_spec
 
@@ -31,6 +32,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
           f"{r['contrast_rate']:.0%} of {r['cases']} seed(s)" + (" x lr(s)" if a.peak_lrs else ""))
     print("\n".join(table.attrs["summary"]))
     print(measured_line() + (f" (this run changes it: --set {' '.join(a.set)})" if a.set else ""))
+    print(plain_verdict(table))
     print(f"\nwrote {Path(a.out) / 'summary.json'} and {Path(a.out) / 'ood_over_training.png'}")
     return 0
 
@@ -41,6 +43,7 @@ def cmd_robustness(a: argparse.Namespace) -> int:
     from .args import parse_setting, parse_vary
     from ..robustness import DEFAULT_SETTINGS, run_study
 
+    anchor_only("robustness", a.config, a.set)
     settings = [parse_setting(s) for s in a.setting] or list(DEFAULT_SETTINGS)
     vary = dict(parse_vary(v) for v in a.vary)
     seeds = list(range(a.seeds))
@@ -106,8 +109,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
     if a.list or not a.spec:
         print("sweep presets (name, or any sweep YAML path):")
-        for q in sorted(SWEEP_DIR.glob("*.yaml")):
-            print(f"  {q.stem}")
+        print(preset_lines({q.stem: q for q in sorted(SWEEP_DIR.glob("*.yaml"))}))
         return 0
     spec = load_sweep(resolve_sweep(a.spec))
     if a.set:

@@ -2,16 +2,17 @@
 
 The workflow shown by ``anchorlab -h`` and the help formatter that shows every
 default; arguments checked in one line (a sweep spec or a sweep directory where
-a config or a run is expected, with the command to run instead); errors that
-name the flag the user typed; the lr schedule's peak; dry runs with their
-estimated cost; what re-running does after an interrupt; and the removal of
-folders a failed command created and left empty.
+a config or a run is expected, with the command to run instead; the anchor-only
+studies, demo and robustness, on another task); errors that name the flag the
+user typed; the lr schedule's peak; dry runs with their estimated cost; what
+re-running does after an interrupt; and the removal of folders a failed command
+created and left empty.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from ..config import ConfigError
@@ -21,16 +22,17 @@ DESCRIPTION = ("anchorlab: reasoning versus memorizing in transformers, and the 
 
 WORKFLOW = """\
 workflow:
-  anchorlab config --list                          the config presets
-  anchorlab config demo/small --set init.gamma=0.8 a resolved config, its run id and peak lr
-  anchorlab train demo/small --out runs/small      train one model (re-running resumes it)
-  anchorlab eval runs/small                        its metrics and tables
-  anchorlab analyze --list                         analyses of trained runs
-  anchorlab sweep --list                           the sweep presets
-  anchorlab sweep fig2_cpu --dry-run               the runs of a sweep and their estimated cost
-  anchorlab sweep fig2_cpu --out runs/fig2         run (or resume) a sweep, then: anchorlab report runs/fig2
-  anchorlab reproduce --list                       every paper figure, its runs and compute
-  anchorlab demo --out demo_out                    large vs small init, side by side (4-6 min on a CPU)
+  anchorlab config --list                            the config presets
+  anchorlab config demo/small --set init.gamma=0.45  a resolved config, its run id and peak lr
+  anchorlab train demo/small --out runs/small        train one model (re-running resumes it)
+  anchorlab eval runs/small                          its metrics and tables
+  anchorlab analyze --list                           analyses of trained runs
+  anchorlab sweep --list                             the sweep presets
+  anchorlab sweep fig2_cpu --dry-run                 the runs of a sweep and their estimated cost
+  anchorlab sweep fig2_cpu --out runs/fig2           run (or resume) a sweep, then: anchorlab report runs/fig2
+  anchorlab reproduce --list                         every paper figure, its runs and compute
+  anchorlab demo --out demo_out --dry-run            the demo's two runs and their estimated time here
+  anchorlab demo --out demo_out                      large vs small init, side by side, then a plain verdict
 
 Every command takes -v (log at INFO level) and -h. Configs: docs/config_reference.md
 (`anchorlab config --reference`)."""
@@ -43,6 +45,14 @@ def peak_line(cfg) -> str:
            else f"optim.lr x optim.warmup_multiplier = {o.lr:g} x {o.warmup_multiplier:g}")
     return (f"peak lr {o.peak:.3g} ({how}): lr rises from optim.lr {o.lr:g} to the peak over {o.warmup_epochs:g} "
             f"warmup epochs, then a cosine to optim.min_lr {o.min_lr:g} over {o.cosine_epochs:g} epochs")
+
+
+def preset_lines(presets: Mapping[str, Path]) -> str:
+    """One line per preset: its name, then its description (the first comment line of its YAML)."""
+    from ..config.base import preset_summary
+
+    width = max((len(n) for n in presets), default=0)
+    return "\n".join(f"  {name:{width}s}  {preset_summary(path)}".rstrip() for name, path in presets.items())
 
 
 def config_arg(spec: str, cmd: str) -> str:
@@ -72,6 +82,25 @@ def config_arg(spec: str, cmd: str) -> str:
         raise ConfigError(f"{spec}: is a sweep spec, not a config; run it with `anchorlab sweep {spec}` "
                           f"(`--dry-run` lists its runs)")
     return spec
+
+
+def anchor_only(cmd: str, base: str, overrides: Collection[str]) -> None:
+    """Refuse, in one line, a demo or robustness study whose config is not on the anchor task: its contrast is
+    read on the anchor's held-out pair (4,3) and its mirror, which other task families do not have."""
+    from ..config import load_yaml
+
+    name, src = None, ""
+    for ov in overrides:
+        key, eq, value = ov.partition("=")
+        if eq and key.strip() == "task.name":
+            name, src = value.strip(), f" (from --set {ov})"
+    if name is None:
+        task = load_yaml(base).get("task") or {}
+        name, src = (task.get("name", "anchor") if isinstance(task, dict) else "anchor"), f" (in {base})"
+    if name != "anchor":
+        raise ConfigError(f"{cmd}: anchor task only (it compares large and small init on the anchor's held-out "
+                          f"pair and its mirror); task.name is {name!r}{src}; for other tasks use "
+                          f"`anchorlab train` or `anchorlab sweep`")
 
 
 def resume_note(run_dir: Path, command: str) -> str:

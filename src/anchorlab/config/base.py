@@ -322,6 +322,14 @@ def preset_names() -> list[str]:
     return sorted(str(q.relative_to(PRESET_DIR).with_suffix("")) for q in PRESET_DIR.rglob("*.yaml"))
 
 
+def preset_summary(path: str | Path) -> str:
+    """A preset's one-line description: the first comment line of its YAML file ("" when it opens with none)."""
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            return line.lstrip("#").strip() if line.lstrip().startswith("#") else ""
+    return ""
+
+
 def resolve_named(spec: str | Path, folder: Path, what: str) -> Path:
     """A YAML file path, or the name of a bundled YAML under ``folder`` (``.yaml`` optional)."""
     p = Path(spec)
@@ -344,7 +352,10 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: invalid YAML: {e}".splitlines()[0]) from None
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or (str(e).splitlines() or ["unreadable"])[0]
+        raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     return data

@@ -221,6 +221,9 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
     Returns
     :meth:`ResultStore.to_dataframe` (final and best metrics) of this sweep's runs.
     """
+    if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)
+                                    or max_workers < 1):   # refused before anything is written into out_dir
+        raise ConfigError(f"max_workers: must be a positive integer, got {max_workers!r}")
     spec = load_sweep(spec)
     out = Path(out_dir).resolve()  # absolute: workers (Ray) may run elsewhere
     elsewhere = left_elsewhere(done_elsewhere, stored_statuses(out / "results.sqlite") if done_elsewhere else {})

@@ -167,13 +167,13 @@ def read_history(run_dir: Path, upto_step: int | None = None) -> list[dict[str, 
 
 
 def config_of(run_dir: str | Path) -> ExperimentConfig:
-    """The config a run directory was trained with."""
-    import yaml
+    """The config a run directory was trained with (a corrupt config.yaml: one line naming the file)."""
+    from ..config import load_yaml
 
     path = Path(run_dir) / "config.yaml"
     if not path.exists():
         raise ConfigError(f"run {run_dir}: no config.yaml; not a run directory")
-    return experiment_from_dict(yaml.safe_load(path.read_text()))
+    return experiment_from_dict(load_yaml(path))
 
 
 def check_run_dir(run_dir: Path, cfg: ExperimentConfig) -> None:
