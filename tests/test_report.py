@@ -88,7 +88,10 @@ def test_every_figure_has_a_caption_with_its_metric_definition(sweep_dir, report
             assert "raw values of this run" in cap
         else:                                                    # aggregated: says how
             assert "best value over training" in cap and "one run per cell" in cap
-    assert "Journal Fig. 3A" in html and "against init.gamma" in html
+    assert "against init.gamma" in html
+    # a gamma sweep that is not Fig. 3's spec is named by what it varies, never as the paper's figure
+    assert "Journal Fig. 3A" not in html and "Init rate: ID accuracy (id_acc, blue)" in html
+    assert "<h1>Sweep rep: init.gamma</h1>" in html
 
 
 def test_spec_is_yaml_not_a_python_dict(report):
@@ -146,3 +149,37 @@ def test_screenshot_without_chromium_is_one_line(report, tmp_path, monkeypatch):
         screenshot(report[0], tmp_path / "x.png")
     assert str(e.value) == ("screenshot: no chromium found; install it (Debian: apt-get install chromium) "
                             "or open the HTML in a browser")
+
+
+def test_a_paper_figure_is_named_only_for_that_figures_spec():
+    import dataclasses
+    import json
+
+    import yaml
+
+    from anchorlab.report import paper_figure
+    from anchorlab.sweep.grid import load_sweep, resolve_sweep
+
+    def stored(spec):   # as the sweep runner writes sweep.yaml and the report reads it back
+        return yaml.safe_load(yaml.safe_dump(json.loads(json.dumps(spec.to_dict(), default=list)), sort_keys=False))
+
+    fig3 = load_sweep(resolve_sweep("fig3_cpu"))
+    assert paper_figure(stored(fig3)) == "journal-fig3"
+    assert paper_figure(stored(load_sweep(resolve_sweep("fig2_cpu")))) == "neurips-fig2"
+    assert paper_figure(stored(dataclasses.replace(fig3, set=(*fig3.set, "train.epochs=1")))) is None   # --set
+    assert paper_figure(stored(load_sweep(resolve_sweep("addition_cpu")))) is None
+    assert paper_figure({"name": "rep", "base": "demo/small", "axes": {"init.gamma": [0.3, 0.6]}}) is None
+
+
+def test_accuracy_axes_run_from_0_to_1_and_losses_keep_their_scale():
+    import pandas as pd
+
+    from anchorlab.plots.sweep import plot_metric_vs_axis
+    from anchorlab.report import fraction_axes, is_fraction
+
+    assert all(map(is_fraction, ["id_acc", "ood_exact/lexical", "ood_other_frac", "all_acc_010_011"]))
+    assert not any(map(is_fraction, ["train_loss", "val_ppl", "accuracy_gap"]))
+    cells = pd.DataFrame({"init.gamma": [0.3, 0.6], "id_acc": [0.41, 0.44], "train_loss": [2.0, 3.0]})
+    fig = fraction_axes(plot_metric_vs_axis(cells, "init.gamma", ["id_acc", "train_loss"]))
+    lims = {ax.get_title(): ax.get_ylim() for ax in fig.axes if ax.get_visible()}
+    assert lims["id_acc"] == (-0.02, 1.02) and lims["train_loss"][1] < 3.5

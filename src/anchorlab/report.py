@@ -12,9 +12,15 @@ spec's ``aggregate`` options (NeurIPS rule by default) and writes
   the headline metrics against each axis, and for the anchor task the paper's
   figures its axes allow:
 
-  - ``init.gamma`` x ``model.n_layers``  -> NeurIPS Fig. 2 (symmetric / inferential heatmaps)
-  - ``init.gamma`` x ``optim.weight_decay`` -> journal Fig. 3B (OOD heatmap, phases marked) and Fig. 5C
-  - ``init.gamma`` (per value of any other axis) -> journal Fig. 3A (ID/OOD vs gamma, phase bands)
+  - ``init.gamma`` x ``model.n_layers``  -> symmetric / inferential heatmaps (NeurIPS Fig. 2)
+  - ``init.gamma`` x ``optim.weight_decay`` -> OOD heatmap, phases marked (journal Fig. 3B), and the
+    first-layer stable rank per cell (journal Fig. 5C)
+  - ``init.gamma`` (per value of any other axis) -> ID/OOD vs gamma, phase bands (journal Fig. 3A: the
+    weight decay 0.01 row)
+
+  A caption names the paper figure only when the sweep is that figure's spec: its ``sweep.yaml`` is, as
+  written, one of the presets of :data:`FIGURE_PRESETS` (no ``--set``, no ``--only``). Any other sweep's
+  figures are named by what they vary. Accuracies and fractions are drawn on a 0-1 axis.
 
 * the cell table (also ``cells.csv``) and the sweep spec as YAML.
 
@@ -24,10 +30,11 @@ spec's ``aggregate`` options (NeurIPS rule by default) and writes
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -38,6 +45,44 @@ from .report_page import Fig, page, run_table_html, run_table_note
 from .sweep.results import load_sweep_results, spec_axes, sweep_task
 
 log = logging.getLogger(__name__)
+
+# The sweep presets that are a paper figure's spec (`anchorlab reproduce` runs them); a report names the figure
+# only for a sweep whose spec is one of these exactly.
+FIGURE_PRESETS = {"neurips-fig2": ("fig2_cpu", "fig2_std_cpu", "fig2_depth_cpu", "fig2_demo", "fig2_paper"),
+                  "journal-fig3": ("fig3_cpu", "fig3_paper")}
+FIG3A_WEIGHT_DECAY = 0.01   # journal Fig. 3A is the weight decay 0.01 row of Fig. 3's grid
+
+
+def _plain(spec: Any) -> Any:
+    import json
+
+    return json.loads(json.dumps(spec, default=list))
+
+
+def paper_figure(spec: Mapping[str, Any]) -> str | None:
+    """The paper figure (a key of :data:`FIGURE_PRESETS`) whose spec this sweep's spec is, else None."""
+    from .sweep.grid import SWEEP_DIR, load_sweep
+
+    mine = _plain(dict(spec))
+    for figure, presets in FIGURE_PRESETS.items():
+        for name in presets:
+            path = SWEEP_DIR / f"{name}.yaml"
+            if path.is_file() and _plain(load_sweep(path).to_dict()) == mine:
+                return figure
+    return None
+
+
+def is_fraction(metric: str) -> bool:
+    """Accuracies, exact-match rates and fractions: values in [0, 1], drawn on a 0-1 axis."""
+    return bool({"acc", "exact", "frac"}.intersection(re.split(r"[_/]", metric)))
+
+
+def fraction_axes(fig: Any) -> Any:
+    """Fix the y range of every panel titled by a fraction metric to 0-1 (a figure of :func:`plot_metric_vs_axis`)."""
+    for ax in fig.axes:
+        if is_fraction(ax.get_title()):
+            ax.set_ylim(-0.02, 1.02)
+    return fig
 
 
 def aggregation_text(opts: Any, axes: Sequence[str]) -> str:
@@ -78,7 +123,8 @@ def _stable_rank_bubbles(d: Path, df: pd.DataFrame, cells: pd.DataFrame, out: Pa
 
 
 def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[str], out: Path,
-                    definition: str, opts: Any) -> list[Fig]:
+                    definition: str, opts: Any, figure: str | None = None) -> list[Fig]:
+    """The anchor task's phase figures; ``figure`` (:func:`paper_figure`) names the paper figure the sweep is."""
     from .plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma
     from .plots.save import save_figure
 
@@ -92,18 +138,21 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
         return figs
     if set(axes) == {"init.gamma", "model.n_layers"}:
         figs.append(Fig(save_figure(plot_neurips_fig2(cells), out / "fig2")[0],
-                        "NeurIPS Fig. 2: accuracy on the held-out anchor pairs under (a) the symmetric mapping "
+                        ("NeurIPS Fig. 2: a" if figure == "neurips-fig2" else "Init rate x depth: a")
+                        + "ccuracy on the held-out anchor pairs under (a) the symmetric mapping "
                         "(ood_symmetric_acc) and (b) the inferential mapping (ood_inferential_acc), per init rate "
                         "(x) and depth (y); hatched cells did not fit the seen pairs (id_acc < 0.9). Values: "
                         + definition))
     if set(axes) == {"init.gamma", "optim.weight_decay"}:
         figs.append(Fig(save_figure(plot_ood_heatmap(cells, ood_col=m.ood, id_col=m.id, comm_col=m.commutativity,
                                                      thresholds=t), out / "fig3b")[0],
-                        f"Journal Fig. 3B: OOD accuracy ({m.ood}) over init rate x weight decay; hatched: {m.id} < "
+                        ("Journal Fig. 3B: " if figure == "journal-fig3" else "Init rate x weight decay: ")
+                        + f"OOD accuracy ({m.ood}) over init rate x weight decay; hatched: {m.id} < "
                         f"{t.id_threshold:g}; green triangles: commutativity < {t.comm_threshold:g}. Metric "
                         f"definition '{opts.metrics}': {m.text}. Values: " + definition))
         for p in _stable_rank_bubbles(d, df, cells, out):
-            figs.append(Fig(p, "Journal Fig. 5C: stable rank of the first-layer query weights W_Q(1) (colour; "
+            figs.append(Fig(p, ("Journal Fig. 5C: s" if figure == "journal-fig3" else "S")
+                            + "table rank of the first-layer query weights W_Q(1) (colour; "
                                "final weights, mean over the cell's finished runs) over init rate x weight decay; "
                                f"bubble size: the cell's phase ({rule})."))
     if "init.gamma" in axes:
@@ -113,9 +162,12 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
             key = key if isinstance(key, tuple) else (key,)
             tag = "_".join(f"{a}={v}" for a, v in zip(others, key))
             where = f" at {', '.join(f'{a} = {v}' for a, v in zip(others, key))}" if others else ""
+            fig3a = (figure == "journal-fig3" and others == ["optim.weight_decay"]
+                     and float(key[0]) == FIG3A_WEIGHT_DECAY)
             figs.append(Fig(save_figure(plot_phase_vs_gamma(sub, id_col=m.id, ood_col=m.ood),
                                         out / f"fig3a{('_' + tag) if tag else ''}")[0],
-                            f"Journal Fig. 3A{where}: ID accuracy ({m.id}, blue) and OOD accuracy ({m.ood}, red) "
+                            ("Journal Fig. 3A" if fig3a else "Init rate") + f"{where}: "
+                            f"ID accuracy ({m.id}, blue) and OOD accuracy ({m.ood}, red) "
                             f"against the init rate, the background coloured by phase ({rule}). Values: "
                             + definition))
     return figs
@@ -167,6 +219,7 @@ def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int
     headline = list(task_class(task_name).headline)
     atomic_write(out / "cells.csv", lambda p: cells.to_csv(p, index=False))
 
+    figure = paper_figure(spec)   # the paper figure this sweep is the spec of, if any
     figs: list[Fig] = []
     shown = [m for m in headline if m in cells.columns]
     numeric = [a for a in axes if pd.api.types.is_numeric_dtype(cells[a]) and cells[a].nunique() > 1]
@@ -175,14 +228,14 @@ def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int
         if others and len(cells.drop_duplicates(others)) > 6:
             continue  # too many lines to read; the cells table has them
         lines = cells.assign(setting=[", ".join(f"{a}={r[a]}" for a in others) for _, r in cells.iterrows()])
-        fig = plot_metric_vs_axis(lines, x, shown, hue="setting" if others else None,
-                                  title=f"{task_name}: headline metrics vs {x}")
+        fig = fraction_axes(plot_metric_vs_axis(lines, x, shown, hue="setting" if others else None,
+                                                title=f"{task_name}: headline metrics vs {x}"))
         path = save_figure(fig, out / f"metrics_vs_{x.replace('.', '_')}", formats=("png",))[0]
         figs.append(Fig(path, f"The task's headline metrics ({', '.join(shown)}) against {x}"
                               + (f", one line per setting of {', '.join(others)}" if others else "")
                               + ". Each point is one cell of the sweep: " + definition))
     if task_name == "anchor":
-        figs += _anchor_figures(d, df, cells, axes, out, definition, opts)
+        figs += _anchor_figures(d, df, cells, axes, out, definition, opts, figure)
     curves = _curves(df, out, headline, run_axes, max_curves)
     figs += list(curves.values())[:inline_curves]
 
@@ -199,7 +252,9 @@ def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int
             f"axes: {', '.join(run_axes) or '(none)'} · total training wall time {wall:.0f} s",
             f"Aggregation ({'default' if not spec.get('aggregate') else 'from the spec'}): {definition}"]
     title = "Cells (phase diagram table)" if "phase" in cells.columns else "Cells (mean over seeds)"
-    html = page(f"Sweep {spec.get('name', d.name)}", meta, table, figs, cells, title, definition, spec, out,
+    varies = " x ".join(run_axes) or "no axis"
+    heading = f"Sweep {spec.get('name', d.name)}: {varies}" + (f" (the spec of {figure})" if figure else "")
+    html = page(heading, meta, table, figs, cells, title, definition, spec, out,
                 run_table_note(len(runs), opts.source, definition))
     return write_text(out / "index.html", html)
 
