@@ -325,3 +325,24 @@ def test_the_command_line_is_one_package_and_runs_as_a_module():
     assert Path(anchorlab.cli.__file__).parent == src / "cli" and not list(src.glob("cli_*.py"))
     r = subprocess.run([sys.executable, "-m", "anchorlab.cli", "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == f"anchorlab {anchorlab.__version__}", r.stderr[-2000:]
+
+
+def test_without_the_committed_figures_the_early_verdict_is_one_line_saying_where(tmp_path, tiny, capsys, monkeypatch):
+    """A plain `pip install` has no docs/figures: the default verdict model is missing, said in one line."""
+    from pathlib import Path
+
+    from anchorlab.io import figures_dir
+
+    monkeypatch.delenv("ANCHORLAB_FIGURES", raising=False)
+    assert figures_dir() == Path(__file__).resolve().parents[1] / "docs" / "figures"
+    assert (figures_dir() / "early_verdict_demo.json").is_file()
+    run = tmp_path / "run"
+    assert main(["train", "demo/small", "--out", str(run), "--no-progress", *_sets(tiny)]) == 0
+    monkeypatch.setenv("ANCHORLAB_FIGURES", str(tmp_path / "no-figures"))
+    capsys.readouterr()
+    assert main(["analyze", str(run), "early-verdict", "--out", str(tmp_path / "an")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert f"no file {tmp_path / 'no-figures' / 'early_verdict_demo.json'} (from $ANCHORLAB_FIGURES)" in err
+    assert "set ANCHORLAB_FIGURES to that folder" in err and "--option model=FILE" in err
+    assert not (tmp_path / "an").exists()
