@@ -9,8 +9,10 @@ import pytest
 import torch
 
 from anchorlab.config import load_config
-from anchorlab.gamma_wd import COLUMNS, decay_exponent, grid_cells, main, rescue_table
+from anchorlab.eval.wd_grid import grid_cells, grid_view, rescue_table
+from anchorlab.reproduce.figures_wd import decay_exponent, make_wd
 from anchorlab.sweep.grid import expand, resolve_sweep
+from anchorlab.sweep.runtable import run_table
 from anchorlab.train.optim import lr_at, lr_sum
 
 
@@ -52,20 +54,20 @@ def _fake(root, gamma, wd, seed, fin, best):
         "final": dict(zip(keys, fin)), "best": dict(zip(keys, best))}))
 
 
-def test_tables_on_hand_made_runs(tmp_path, capsys):
+def test_tables_on_hand_made_runs(tmp_path):
     # gamma 0.3: seed 1 memorizes at wd 0 and composes at wd 1 (rescued); seed 0 composes at both
     _fake(tmp_path, 0.3, 0.0, 1, (1.0, 0.0, 1.0), (1.0, 0.2, 1.0))
     _fake(tmp_path, 0.3, 1.0, 1, (0.99, 0.7, 0.1), (1.0, 0.8, 0.3))
     _fake(tmp_path, 0.3, 0.0, 0, (1.0, 0.6, 0.3), (1.0, 0.7, 0.4))
     _fake(tmp_path, 0.3, 1.0, 0, (0.5, 0.4, 0.0), (0.6, 0.6, 0.1))   # does not fit ID
-    out = tmp_path / "gw.csv"
-    assert main([str(tmp_path), "--out", str(out)]) == 0
-    rows = pd.read_csv(out)
-    assert list(rows.columns[: len(COLUMNS)]) == COLUMNS and len(rows) == 4
-    assert set(rows.paper_gamma) == {0.3} and rows.decay_exponent.max() == pytest.approx(4.93, abs=0.01)
+    tables, files = make_wd(run_table([tmp_path]), tmp_path, "cpu")
+    rows = tables["runs"]
+    assert len(rows) == 4 and set(rows.paper_gamma) == {0.3}
+    assert rows.decay_exponent.max() == pytest.approx(4.93, abs=0.01)     # wd 1 x the demo clock's sum of lr
     assert dict(zip(zip(rows.weight_decay, rows.seed), rows.phase)) == {(0.0, 0): 3, (0.0, 1): 2, (1.0, 0): 1,
                                                                         (1.0, 1): 3}
     cells = grid_cells(rows)
+    pd.testing.assert_frame_equal(cells, tables["cells"])
     c0 = cells[cells.weight_decay == 0.0].iloc[0]
     assert c0.inferential_best == pytest.approx((0.2 + 0.7) / 2) and c0.symmetric_best == pytest.approx(0.7)
     assert c0.composes_rate == 0.5 and c0.memorizes_rate == 0.5 and c0.n_seeds == 2 and c0.phase == 3 - 1
@@ -76,22 +78,34 @@ def test_tables_on_hand_made_runs(tmp_path, capsys):
     assert bool(r.loc[1, "rescued_best"]) and r.loc[1, "best wd=0"] == "memorizes"
     assert r.loc[0, "best wd=1"] == "unfit" and r.loc[0, "best wd=0"] == "composes"
     assert rows["cond/wq0_mean_abs_cos"].isna().all()   # fake runs hold no weights
-    assert (tmp_path / "gw.png").stat().st_size > 5000 and len(pd.read_csv(tmp_path / "gw_rescue.csv")) == 2
-    assert "4 runs; wrote" in capsys.readouterr().out
+    assert files["gamma_wd.png"].stat().st_size > 5000 and len(tables["rescue"]) == 2
+
+
+def test_the_committed_grid_redraws_its_cells_and_rescues():
+    from pathlib import Path
+
+    figs = Path(__file__).resolve().parents[1] / "docs" / "figures"
+    for stem in ("gamma_wd_cpu", "wd_rescue_cpu"):
+        view = grid_view(run_table([figs / f"{stem}.csv"]))
+        assert len(view) == len(pd.read_csv(figs / f"{stem}.csv"))
+        want = pd.read_csv(figs / f"{stem}_cells.csv")
+        cells = grid_cells(view)
+        pd.testing.assert_frame_equal(cells[want.columns], want, check_dtype=False)
+        pd.testing.assert_frame_equal(rescue_table(view), pd.read_csv(figs / f"{stem}_rescue.csv"))
 
 
 def test_condensation_is_read_from_a_trained_run(tmp_path, tiny_overrides):
-    from anchorlab.gamma_wd import condensation_matrices, grid_rows
-    from anchorlab.sweep.results import finals
+    from anchorlab.reproduce.figures_wd import condensation_matrices, with_run_values
     from anchorlab.train import train
 
     cfg = load_config("demo/small", tiny_overrides + ["init.ref_width=400", "init.gamma=0.5",
                                                       "optim.weight_decay=0.1"])
     train(cfg, tmp_path / "runs" / cfg.run_id())
-    fs = finals(tmp_path)
-    rows = grid_rows(fs)
-    assert 0.0 < rows.loc[0, "cond/wq0_mean_abs_cos"] <= 1.0 and 0.0 < rows.loc[0, "cond/win0_largest_group_frac"] <= 1
-    mats = condensation_matrices(rows, {f["run_id"]: f["run_dir"] for f in fs})
+    view = grid_view(with_run_values(run_table([tmp_path])))
+    assert 0.0 < view.loc[0, "cond/wq0_mean_abs_cos"] <= 1.0 and 0.0 < view.loc[0, "cond/win0_largest_group_frac"] <= 1
+    assert 1.0 <= view.loc[0, "cond/wq0_stable_rank"] <= 16
+    assert view.loc[0, "decay_exponent"] == pytest.approx(0.1 * decay_exponent(cfg)[0])
+    mats = condensation_matrices(view)
     (C,) = mats.values()
     assert list(mats) == [(0.5, 0.1)] and C.shape == (16, 16) and abs(C.diagonal() - 1).max() < 1e-5
 

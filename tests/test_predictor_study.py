@@ -1,5 +1,6 @@
-"""The early-predictor study (anchorlab.predictor_study): outcome labels, held-out logistic verdicts on
-hand-made tables, the table builder on a tiny sweep, and train.predictors_until."""
+"""The early-predictor study (reproduce.figures_predictors, figures_predictors_fit): outcome labels, held-out
+logistic verdicts on hand-made tables, the study rows from a run table (a tiny sweep, a committed table) and
+the figure, and train.predictors_until."""
 
 from __future__ import annotations
 
@@ -9,25 +10,28 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from anchorlab import predictor_study as S
 from anchorlab.config import ConfigError, load_config
+from anchorlab.eval.solution import SOLUTIONS, outcome
+from anchorlab.reproduce import figures_predictors as F
+from anchorlab.reproduce import figures_predictors_fit as S
+from anchorlab.sweep.runtable import run_table
 
 pytest.importorskip("scipy")
 pytest.importorskip("sklearn")
 
 
 def test_outcome_rule():
-    assert S.outcome(1.0, 0.72, 0.19) == "composes"
-    assert S.outcome(1.0, 0.0, 1.0) == "memorizes"
-    assert S.outcome(1.0, 0.3, 0.4) == "neither"
-    assert S.outcome(0.85, 0.9, 0.0) == "unfit"          # below the ID bar, whatever the OOD answer
-    assert S.outcome(0.95, 0.6, 0.1, threshold=0.8) == "neither"
-    assert S.outcome(float("nan"), 0.9, 0.0) == "unfit"
+    assert outcome(1.0, 0.72, 0.19) == "composes"
+    assert outcome(1.0, 0.0, 1.0) == "memorizes"
+    assert outcome(1.0, 0.3, 0.4) == "neither"
+    assert outcome(0.85, 0.9, 0.0) == "unfit"          # below the ID bar, whatever the OOD answer
+    assert outcome(0.95, 0.6, 0.1, threshold=0.8) == "neither"
+    assert outcome(float("nan"), 0.9, 0.0) == "unfit"
     nan = float("nan")                                   # a mapping the task does not define
-    assert S.outcome(1.0, 0.7, nan) == "composes"
-    assert S.outcome(1.0, nan, 0.7) == "memorizes"
-    assert S.outcome(1.0, 0.3, nan) == "neither"
-    assert S.outcome(1.0, 0.6, 0.6) == "neither"         # a tie passes neither mapping
+    assert outcome(1.0, 0.7, nan) == "composes"
+    assert outcome(1.0, nan, 0.7) == "memorizes"
+    assert outcome(1.0, 0.3, nan) == "neither"
+    assert outcome(1.0, 0.6, 0.6) == "neither"         # a tie passes neither mapping
 
 
 def _table(n=40, signal=True, n_noise=12, seed=0):
@@ -110,25 +114,28 @@ def test_study_tables_from_a_tiny_sweep(tmp_path, tiny_overrides):
                                      "train.predictors_until=0.1"],
             "zip": [{"train.init_seed": [0, 1], "train.data_seed": [0, 0]}]}
     run_sweep(spec, tmp_path / "sw", executor="inprocess")
-    rows, auc, verdict, paths = S.write_study([tmp_path / "sw"], tmp_path / "out" / "p.csv", n_boot=20)
-    assert len(rows) == 2 * len(S.FRACTIONS) and rows.run_id.nunique() == 2
-    assert sorted(rows.at_fraction.unique()) == sorted(S.FRACTIONS)
-    assert set(rows.outcome) <= set(S.OUTCOMES) and {"margin/pair", "srank/mean"} <= set(rows.columns)
+    rows = F.study_rows(run_table([tmp_path / "sw"]))
+    assert len(rows) == 2 * len(F.FRACTIONS) and rows.run_id.nunique() == 2
+    assert sorted(rows.at_fraction.unique()) == sorted(F.FRACTIONS)
+    assert set(rows.outcome) <= set(SOLUTIONS) and {"margin/pair", "srank/mean"} <= set(rows.columns)
     assert rows[rows.at_fraction == 1.0].step.unique().tolist() == [16]
-    assert (tmp_path / "out" / "p_runs.csv").exists() and (tmp_path / "out" / "p_verdict.csv").exists()
-    assert list(pd.read_csv(tmp_path / "out" / "p.csv").columns) in ([], ["feature", "at_fraction", "auc", "auc_lo",
-                                                                       "auc_hi", "n_runs"])
-    # an earlier table joins: its runs are added once, a run found in a directory wins, outcomes re-read
-    old = pd.read_csv(tmp_path / "out" / "p_runs.csv")
-    extra = old[old.run_id == old.run_id.iloc[0]].assign(run_id="earlier", run_dir="/gone", id_acc=1.0,
-                                                         inferential_final=0.9, symmetric_final=0.0)
+    tables, files = F.make_predictors(run_table([tmp_path / "sw"]), tmp_path, "cpu", n_boot=20)
+    assert set(tables) == {"runs", "auc", "verdict"} and "run_dir" not in tables["runs"].columns
+    assert list(tables["auc"].columns) in ([], ["feature", "at_fraction", "auc", "auc_lo", "auc_hi", "n_runs"])
+    # a committed study table joins: its runs are added once, a run found in a directory wins, outcomes re-read
+    old = tables["runs"]
+    extra = old[old.run_id == old.run_id.iloc[0]].assign(run_id="earlier", id_acc=1.0, inferential_final=0.9,
+                                                         symmetric_final=0.0, outcome="memorizes")
     extra.to_csv(tmp_path / "old.csv", index=False)
     old.to_csv(tmp_path / "same.csv", index=False)
-    rows2, *_ = S.write_study([tmp_path / "sw"], tmp_path / "out2" / "p.csv", n_boot=20,
-                              with_rows=[tmp_path / "old.csv", tmp_path / "same.csv"])
-    assert rows2.run_id.nunique() == 3 and len(rows2) == 3 * len(S.FRACTIONS)
-    assert set(rows2[rows2.run_id == "earlier"].outcome) == {"composes"}
+    rows2 = F.study_rows(run_table([tmp_path / "sw", tmp_path / "old.csv", tmp_path / "same.csv"]))
+    assert rows2.run_id.nunique() == 3 and len(rows2) == 3 * len(F.FRACTIONS)
+    assert set(rows2[rows2.run_id == "earlier"].outcome) == {"composes"}      # re-judged, not the stored label
     assert (rows2[rows2.run_id != "earlier"].run_dir.str.startswith(str(tmp_path))).all()
+    assert (rows2[rows2.run_id == "earlier"].run_dir == "").all()            # a committed row has no directory
+    early = rows2[rows2.run_id == "earlier"].set_index("at_fraction")
+    assert early.loc[0.1, "margin/pair"] == old[old.run_id == old.run_id.iloc[0]].set_index("at_fraction").loc[
+        0.1, "margin/pair"]                                                   # its features: the committed ones
 
 
 def test_plot_auc_draws_and_names_missing_columns():
@@ -172,7 +179,7 @@ def test_fit_verdict_analysis_and_callback(tmp_path, tiny_overrides, monkeypatch
     run_sweep({"name": "tiny-verdict", "base": "demo/small", "set": sets,
                "zip": [{"train.init_seed": [0, 1, 2, 3], "train.data_seed": [0, 0, 0, 0]}]}, tmp_path / "sw",
               executor="inprocess")
-    rows = S.with_design(S.study_rows([tmp_path / "sw"]))
+    rows = S.with_design(F.study_rows(run_table([tmp_path / "sw"])))
     first = rows.run_id.isin(sorted(rows.run_id.unique())[:2])
     rows["outcome"] = np.where(first, "composes", "memorizes")        # labels by hand: the fit is what is tested
     vm = S.fit_verdict(rows, 0.1, k=2)
@@ -205,24 +212,18 @@ def test_fit_verdict_analysis_and_callback(tmp_path, tiny_overrides, monkeypatch
     assert "verdict/p_composes" not in (tmp_path / "other" / "metrics.jsonl").read_text()
 
 
-def test_earlier_rows_rejudge_outcomes_and_keep_the_last_copy(tmp_path):
-    """Committed rows are re-judged at the threshold asked for (the stored ``outcome`` is not trusted),
-    the ``design`` column is dropped, a run at one fraction is counted once, and a table missing a
-    column is refused naming it."""
-    from anchorlab.predictor_study import RUN_COLUMNS, earlier_rows
+def test_the_committed_study_redraws_its_tables(tmp_path):
+    """The committed study (docs/figures/predictors_cpu_runs.csv) read as a run table gives its committed
+    AUC-free tables back: the same runs and features, the same verdicts (folds drawn in the table's order)."""
+    from pathlib import Path
 
-    row = dict(run_id="r1", data_seed=0, init_seed=0, gamma=0.8, id_acc=0.95, inferential_final=0.6,
-               symmetric_final=0.1, inferential_best=0.7, symmetric_best=0.2, outcome="memorizes",
-               at_fraction=0.5, step=100, design="x")
-    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
-    pd.DataFrame([row]).to_csv(a, index=False)
-    pd.DataFrame([{**row, "run_id": "r2", "inferential_final": 0.4}]).to_csv(b, index=False)
-    got = earlier_rows([a, b, a], threshold=0.5)
-    assert list(got.run_id) == ["r1", "r2"] and "design" not in got.columns
-    assert list(got.outcome) == ["composes", "neither"]
-    assert list(earlier_rows([a], threshold=0.65).outcome) == ["neither"]
-    assert set(RUN_COLUMNS) <= set(got.columns)
-    pd.DataFrame([{k: v for k, v in row.items() if k != "step"}]).to_csv(b, index=False)
-    with pytest.raises(ValueError, match="lack column.*step"):
-        earlier_rows([b])
-    assert len(earlier_rows([])) == 0
+    committed = Path(__file__).resolve().parents[1] / "docs" / "figures" / "predictors_cpu_runs.csv"
+    rows = run_table([committed])
+    assert len(rows) == 40 and rows.run_id.is_unique and (rows.run_dir == "").all()
+    study = S.with_design(F.study_rows(rows))
+    old = pd.read_csv(committed)
+    pd.testing.assert_frame_equal(study[old.columns.drop("run_dir")], old.drop(columns="run_dir"))
+    v = S.verdict_table(study, fractions=(0.1,), ks=("margin/pair",))
+    want = pd.read_csv(committed.with_name("predictors_cpu_verdict.csv"))
+    want = want[(want.at_fraction == 0.1) & (want.model == "margin/pair")].reset_index(drop=True)
+    pd.testing.assert_frame_equal(v.reset_index(drop=True), want)

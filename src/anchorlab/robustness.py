@@ -35,8 +35,9 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from .config import ConfigError, check_range
+from .eval.contrast import case_counts, judge, rate_map, rates  # noqa: F401  (the study's API)
 from .run_status import COMPLETED
-from .tasks.anchor.opsets import PAPERS, OpSet, random_op_sets
+from .tasks.anchor.opsets import OpSet, random_op_sets
 
 
 @dataclass(frozen=True)
@@ -107,85 +108,27 @@ def case_table(runs: Sequence[Mapping[str, Any]], settings: Sequence[Setting] = 
     """One row per run: [the varied keys' values,] op set, seed, setting, peak lr, final ID / inferential /
     symmetric accuracy, each one's best over training (``best_*``), status, steps, wall time.
 
-    ``runs``: final.json dicts of the study's runs.
+    ``runs``: final.json dicts of the study's runs, read through the run table
+    (:func:`anchorlab.sweep.runtable.rows_of`).
     """
-    rows = []
-    for f in runs:
-        c = f["config"]
-        flat = {"init.gamma": c["init"]["gamma"]}
-        for sec in ("init", "optim", "model", "train", "task"):
-            for k, v in c[sec].items():
-                flat[f"{sec}.{k}"] = v
-        t = c["task"]
-        rules = t["pair_rules"]
-        held = next((k for k, v in rules.items() if v == "held_out"), "4,3")
-        op = OpSet({int(k): int(v) for k, v in t["anchors"].items()}, tuple(int(x) for x in held.split(",")),
-                   int(next((v.split(":")[1] for v in rules.values() if str(v).startswith("shift:")),
-                            PAPERS["mirror_shift"])))
-        fin, best = f.get("final", {}), f.get("best", {})
-        o = c["optim"]
-        peak = o["peak_lr"] if o.get("peak_lr") is not None else o["lr"] * o["warmup_multiplier"]
-        rows.append({**{k: flat.get(k) for k in vary_keys}, "op_set": op.label, "seed": c["train"]["init_seed"],
-                     "setting": _setting_of(flat, settings), "peak_lr": peak,
-                     "status": f.get("status"), "id_acc": fin.get("id_acc", math.nan),
-                     "ood_inferential_acc": fin.get("ood_inferential_acc", math.nan),
-                     "ood_symmetric_acc": fin.get("ood_symmetric_acc", math.nan),
-                     **{f"best_{m}": best.get(m, math.nan)
-                        for m in ("id_acc", "ood_inferential_acc", "ood_symmetric_acc")},
-                     "train_loss": fin.get("train_loss", math.nan), "steps": f.get("steps"),
-                     "wall_seconds": f.get("wall_seconds"), "run_id": f.get("run_id")})
-    return pd.DataFrame(rows).sort_values([*vary_keys, "op_set", "seed", "peak_lr", "setting"]).reset_index(drop=True)
+    from .sweep.runtable import rows_of
 
-
-def judge(cases: pd.DataFrame, large: str = "large_init", small: str = "small_init", id_min: float = 0.9,
-          acc_min: float = 0.8, by: Sequence[str] = ()) -> pd.DataFrame:
-    """One row per case ([grid point,] op set, seed[, peak lr]), each run on its own (final metrics): each
-    model's numbers and whether the contrast holds."""
-    lr = ["peak_lr"] if "peak_lr" in cases.columns else []
-    wide = cases.pivot_table(index=[*by, "op_set", "seed", *lr], columns="setting",
-                             values=["id_acc", "ood_inferential_acc", "ood_symmetric_acc"], aggfunc="first")
-    wide.columns = [f"{s}.{m}" for m, s in wide.columns]
-    w = wide.reset_index()
-    need = [f"{x}.{m}" for x in (large, small) for m in ("id_acc", "ood_inferential_acc", "ood_symmetric_acc")]
-    for c in need:
-        if c not in w:
-            w[c] = math.nan
-    w["large_memorizes"] = (w[f"{large}.id_acc"] >= id_min) & (w[f"{large}.ood_symmetric_acc"] >= acc_min)
-    w["small_composes"] = (w[f"{small}.id_acc"] >= id_min) & (w[f"{small}.ood_inferential_acc"] >= acc_min)
-    w["contrast"] = w["large_memorizes"] & w["small_composes"]
-    return w
-
-
-def case_counts(cases: pd.DataFrame, large: str, small: str, id_min: float = 0.9, acc_min: float = 0.5,
-                by: Sequence[str] = ()) -> pd.DataFrame:
-    """Per ([by...,] op set): the cases (seed[, peak lr]) run in both settings, judged each on its own
-    (:func:`judge`): ``cases`` and how many have ``contrast``, ``large_memorizes``, ``small_composes``."""
-    cols = [*by, "op_set", "cases", "contrast", "large_memorizes", "small_composes"]
-    if not len(cases):
-        return pd.DataFrame(columns=cols)
-    j = judge(cases, large, small, id_min, acc_min, by).dropna(subset=[f"{large}.id_acc", f"{small}.id_acc"])
-    return (j.groupby([*by, "op_set"], sort=True).agg(
-        cases=("contrast", "size"), contrast=("contrast", "sum"), large_memorizes=("large_memorizes", "sum"),
-        small_composes=("small_composes", "sum")).reset_index()[cols])
-
-
-def rates(judged: pd.DataFrame) -> dict[str, float]:
-    """Fractions of cases: contrast, large-init memorizes, small-init composes; and the case count."""
-    n = len(judged)
-    return {"cases": n, "contrast_rate": float(judged.contrast.mean()) if n else math.nan,
-            "large_memorizes_rate": float(judged.large_memorizes.mean()) if n else math.nan,
-            "small_composes_rate": float(judged.small_composes.mean()) if n else math.nan}
-
-
-def rate_map(judged: pd.DataFrame, cases: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """One row per grid point (the ``by`` keys' values): :func:`rates` over its cases, and the
-    models' mean steps and wall seconds there (the compute one case costs)."""
-    if not by:
-        raise ConfigError("rate_map: needs the varied keys (by)")
-    cost = cases.groupby(list(by), dropna=False).agg(steps=("steps", "mean"), model_wall_s=("wall_seconds", "mean"))
-    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))), **rates(g)}
-            for key, g in judged.groupby(list(by), dropna=False, sort=True)]
-    return pd.DataFrame(rows).merge(cost.reset_index(), on=list(by), how="left")
+    t = rows_of(runs)
+    if not len(t):
+        return pd.DataFrame(columns=[*vary_keys, "op_set", "seed", "setting", "peak_lr", "status", "run_id"])
+    keys = sorted({k for s in settings for k in s.overrides})
+    setting = [_setting_of(dict(zip(keys, vals)), settings) for vals in zip(*(t[k] for k in keys))] if keys else \
+        ["?"] * len(t)
+    metrics = ("id_acc", "ood_inferential_acc", "ood_symmetric_acc")
+    col = {c: t[c] if c in t else pd.Series(math.nan, index=t.index) for c in
+           [*(f"final.{m}" for m in (*metrics, "train_loss")), *(f"best.{m}" for m in metrics)]}
+    out = pd.DataFrame({**{k: t[k] if k in t else None for k in vary_keys}, "op_set": t.op_set, "seed": t.seed,
+                        "setting": setting, "peak_lr": t.peak_lr, "status": t.status,
+                        **{m: col[f"final.{m}"] for m in metrics},
+                        **{f"best_{m}": col[f"best.{m}"] for m in metrics},
+                        "train_loss": col["final.train_loss"], "steps": t.steps, "wall_seconds": t.wall_seconds,
+                        "run_id": t.run_id})
+    return out.sort_values([*vary_keys, "op_set", "seed", "peak_lr", "setting"]).reset_index(drop=True)
 
 
 def judgement_tables(cases: pd.DataFrame, large: str, small: str, thresholds: Sequence[float] = (0.5, 0.8),
@@ -220,10 +163,11 @@ def fitted_tables(cases: pd.DataFrame, runs: Sequence[Mapping[str, Any]], large:
     """:func:`judgement_tables` with each run's best over training read only at the evaluations with ID >=
     ``id_min`` (:func:`anchorlab.eval.judgement.with_fitted_bests` over the runs' histories; our reading, not
     the papers'); ``None`` where a completed run has no history (then no table mixes the two readings)."""
-    from .eval.judgement import curve_rows, with_fitted_bests
+    from .eval.judgement import with_fitted_bests
+    from .sweep.runtable import curves_of
 
     ok = cases[cases.status.isin(COMPLETED)]
-    curves = curve_rows([f for f in runs if f.get("run_id") in set(ok.run_id)])
+    curves = curves_of([f for f in runs if f.get("run_id") in set(ok.run_id)])
     if not len(ok) or not set(ok.run_id) <= set(curves.run_id):
         return None
     return judgement_tables(with_fitted_bests(ok, curves, id_min), large, small, thresholds, id_min, by)
@@ -244,7 +188,7 @@ def paired_cases(cases: pd.DataFrame, key: str, threshold: float = 0.5, id_min: 
     """One row per case (op set, seed, setting, peak lr) with each value of the varied ``key`` side by side:
     final ID / inferential / symmetric accuracy and the solution (:func:`anchorlab.analysis.verdict.outcome`
     at ``threshold``) as ``<metric>@<value>``, and ``same_solution``: every value gives the same one."""
-    from .analysis.verdict import outcome
+    from .eval.solution import outcome
 
     ok = cases[cases.status.isin(COMPLETED)]
     ok = ok.assign(solution=[outcome(i, a, b, threshold, id_min) for i, a, b in

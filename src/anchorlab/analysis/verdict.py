@@ -2,7 +2,7 @@
 
 A :class:`VerdictModel` is a logistic model on standardized predictor features (docs/predictors.md)
 at one fraction of training, fitted on a predictor study's runs by
-:func:`anchorlab.predictor_study.fit_verdict` and stored as JSON with its held-out validation and the
+:func:`anchorlab.reproduce.figures_predictors_fit.fit_verdict` and stored as JSON with its held-out validation and the
 setting it was fitted in (every config field shared by the study's runs, seeds aside). It is a
 statement about that setting: applied to a run of another setting, the analysis says which fields
 differ.
@@ -29,24 +29,10 @@ from typing import Any
 import pandas as pd
 
 from ..config import ConfigError
+from ..eval.solution import outcome  # noqa: F401  (the solution label: eval owns it)
 
 MODEL_FILE = "early_verdict_demo.json"   # the model fitted on predictors_cpu, in the figures folder
 SEEDS = ("name", "train.data_seed", "train.init_seed")   # not part of a fitted setting: the label and the seeds
-
-
-def outcome(id_acc: float, inferential: float, symmetric: float, threshold: float = 0.5,
-            id_min: float = 0.9) -> str:
-    """A trained run's solution of the held-out pair: ``unfit`` below ``id_min`` ID accuracy; else
-    ``composes`` / ``memorizes`` when the inferential / symmetric accuracy reaches ``threshold`` (the
-    journal's 0.5; the two answers differ, so at most one can pass 0.5), ``neither`` otherwise. A
-    mapping the task does not define (NaN, e.g. no mirror pair) never passes and never outranks the other."""
-    if not id_acc >= id_min:
-        return "unfit"
-    if inferential >= threshold and not symmetric >= inferential:
-        return "composes"
-    if symmetric >= threshold and not inferential >= symmetric:
-        return "memorizes"
-    return "neither"
 
 
 def flat_identity(cfg: Any) -> dict[str, Any]:

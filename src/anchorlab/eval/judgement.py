@@ -17,7 +17,7 @@ Input: one row per run with the grouping keys (e.g. ``op_set``, ``setting``),
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
@@ -47,7 +47,8 @@ def seed_bests(runs: pd.DataFrame, keys: Sequence[str], seed: str = "seed") -> p
 
 def fitted_bests(curves: pd.DataFrame, id_min: float = 0.9, run: str = "run_id") -> pd.DataFrame:
     """Each run's best over training read only where the model had fitted the seen pairs: from one row per
-    (run, evaluation) with ``id_acc``, ``inferential`` and ``symmetric``, one row per run with
+    (run, evaluation) with ``id_acc``, ``inferential`` and ``symmetric``
+    (:func:`anchorlab.sweep.runtable.curve_table`), one row per run with
     ``best_ood_inferential_acc`` / ``best_ood_symmetric_acc`` = the highest accuracy over the evaluations
     with ID >= ``id_min`` (0.0 where none had: the run never answered anything while fitted), ``best_id_acc``
     over every evaluation, and ``fitted_evals``. The papers' best over training counts every evaluation,
@@ -63,18 +64,6 @@ def fitted_bests(curves: pd.DataFrame, id_min: float = 0.9, run: str = "run_id")
     out[BEST["id"]] = curves.groupby(run).id_acc.max().reindex(out.index)
     out["fitted_evals"] = fitted.groupby(run).size().reindex(out.index).fillna(0).astype(int)
     return out.reset_index()
-
-
-CURVE_COLUMNS = ["run_id", "step", "id_acc", "inferential", "symmetric"]
-
-
-def curve_rows(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """final.json dicts -> one row per (run, evaluation): ID accuracy and the held-out pair's accuracy
-    under each mapping, from each run's ``history`` (the evaluations its best over training was taken
-    from; rows without the held-out metrics are left out). :func:`fitted_bests` reads this table."""
-    rows = [(f["run_id"], h["step"], h.get("id_acc"), h["ood_inferential_acc"], h.get("ood_symmetric_acc"))
-            for f in runs for h in f.get("history") or [] if h.get("ood_inferential_acc") is not None]
-    return pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
 
 def with_fitted_bests(runs: pd.DataFrame, curves: pd.DataFrame, id_min: float = 0.9,

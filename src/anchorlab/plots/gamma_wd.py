@@ -1,5 +1,5 @@
 """The init-rate x weight-decay phase diagram (journal Fig. 3B) at CPU scale (draw only; the tables are
-:func:`anchorlab.gamma_wd.grid_cells` and :func:`anchorlab.gamma_wd.grid_rows`).
+:func:`anchorlab.eval.wd_grid.grid_cells` and :func:`anchorlab.eval.wd_grid.grid_view`).
 
 :func:`plot_gamma_wd`: two heatmaps over weight decay (columns, labelled with the decay exponent) x
 paper gamma (rows): the papers' cell of the inferential and of the symmetric mapping (mean over seeds

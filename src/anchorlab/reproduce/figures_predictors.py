@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 FRACTIONS = (0.0, 0.05, 0.1, 1.0)     # 1.0: the trained model (descriptive, not a predictor)
-EARLY = (0.0, 0.05, 0.1)
+EARLY = (0.0, 0.05, 0.1)              # as figures_predictors_fit.EARLY (kept here: --list imports no pandas)
 META = {"train.data_seed": "data_seed", "train.init_seed": "init_seed", "init.gamma": "gamma",
         "final.id_acc": "id_acc", "final.ood_inferential_acc": "inferential_final",
         "final.ood_symmetric_acc": "symmetric_final", "best.ood_inferential_acc": "inferential_best",

@@ -16,9 +16,7 @@ import pandas as pd
 
 from ..analysis.verdict import SEEDS, VerdictModel, flat_identity
 
-FRACTIONS = (0.0, 0.05, 0.1, 1.0)     # 1.0: the trained model (descriptive, not a predictor)
-EARLY = (0.0, 0.05, 0.1)
-OUTCOMES = ("composes", "memorizes", "neither", "unfit")
+EARLY = (0.0, 0.05, 0.1)              # the fractions of training the verdicts read (before the outcome is seen)
 RUN_COLUMNS = ["run_id", "data_seed", "init_seed", "gamma", "id_acc", "inferential_final", "symmetric_final",
                "inferential_best", "symmetric_best", "outcome"]
 VERDICT_COLUMNS = ["at_fraction", "model", "validation", "auc", "accuracy", "n_runs", "n_composes"]

@@ -71,27 +71,38 @@ def condensation_row(run_dir: str | Path) -> dict[str, float]:
 
 
 def with_run_values(rows: pd.DataFrame) -> pd.DataFrame:
-    """A run table with ``lr_sum``, ``decay_exponent`` and the ``cond/*`` scores: read from each run's
-    directory (config and weights) where the row has one, kept as committed where it has not."""
+    """A run table with ``lr_sum`` (from each run's config, :func:`anchorlab.sweep.runtable.row_config`),
+    ``decay_exponent`` and the ``cond/*`` scores (from the run's weights where its directory is at hand);
+    a committed row of an older schema keeps its committed values."""
     import pandas as pd
 
-    from ..train.run import config_of
+    from ..config import ConfigError
+    from ..sweep.runtable import row_config
 
     rows = rows.reset_index(drop=True)
     extra: list[dict[str, float]] = []
-    for r in rows.itertuples(index=False):
-        d = getattr(r, "run_dir", "")
+    sums: dict[str, float] = {}   # one sum of lr per schedule
+    for _, r in rows.iterrows():
         got: dict[str, float] = {}
+        try:
+            cfg = row_config(r.to_dict())
+        except ConfigError:   # a committed row of an older schema keeps its committed lr_sum
+            cfg = None
+        if cfg is not None:
+            key = repr((cfg.optim, cfg.train.epochs, cfg.train.batch_size, cfg.train.max_steps, cfg.task.n_train))
+            got["lr_sum"] = sums.setdefault(key, decay_exponent(cfg)[0])
+        d = r.get("run_dir", "")
         if isinstance(d, str) and d and (Path(d) / "config.yaml").exists():
-            got["lr_sum"] = decay_exponent(config_of(d))[0]
             got.update(condensation_row(d))
         extra.append(got)
     found = pd.DataFrame(extra, index=rows.index)
     out = rows.copy()
     for col in found.columns:
         out[col] = found[col].combine_first(out[col]) if col in out else found[col]
-    if "lr_sum" not in out:
-        out["lr_sum"] = math.nan
+    cond = [f"cond/{m}_{k}" for m in COND for k in COND_SCORES] + ["cond/wq0_stable_rank"]
+    for col in ("lr_sum", *cond):
+        if col not in out:
+            out[col] = math.nan
     out["decay_exponent"] = out["optim.weight_decay"] * out.lr_sum
     return out
 

@@ -213,9 +213,14 @@ def run_table(sources: Sequence[str | Path], statuses: Sequence[str] = COMPLETED
     return out[head + [c for c in out.columns if c not in head]]
 
 
-def _history_rows(finals: Sequence[Mapping[str, Any]]) -> list[tuple]:
-    return [(f["run_id"], h["step"], h.get("id_acc"), h["ood_inferential_acc"], h.get("ood_symmetric_acc"))
-            for f in finals for h in f.get("history") or [] if h.get("ood_inferential_acc") is not None]
+def curves_of(finals: Sequence[Mapping[str, Any]]) -> "pd.DataFrame":
+    """final.json-shaped dicts -> one row per (run, evaluation) (:data:`CURVE_COLUMNS`) from each run's
+    ``history``; rows without the held-out metrics are left out."""
+    import pandas as pd
+
+    return pd.DataFrame([(f["run_id"], h["step"], h.get("id_acc"), h["ood_inferential_acc"], h.get("ood_symmetric_acc"))
+                         for f in finals for h in f.get("history") or [] if h.get("ood_inferential_acc") is not None],
+                        columns=CURVE_COLUMNS)
 
 
 def curve_table(sources: Sequence[str | Path]) -> "pd.DataFrame":
@@ -236,7 +241,7 @@ def curve_table(sources: Sequence[str | Path]) -> "pd.DataFrame":
         elif p.is_dir():
             for f in _finals_of(p, COMPLETED):
                 seen.setdefault(f["run_id"], f)
-    new = pd.DataFrame(_history_rows(list(seen.values())), columns=CURVE_COLUMNS)
+    new = curves_of(list(seen.values()))
     frames = [new] + [o[~o.run_id.isin(set(seen))] for o in olds]
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else new
@@ -261,3 +266,34 @@ def at_step_table(sweep_dirs: Sequence[str | Path], steps: Sequence[int]) -> "pd
     runs = at_step(sweep_dirs, steps)
     frames = [rows_of(runs[s]) for s in steps if runs[s]]
     return pd.concat(frames, ignore_index=True) if frames else rows_of([])
+
+
+def _unflat(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value.item() if hasattr(value, "item") else value
+
+
+def row_config(row: Mapping[str, Any]) -> Any:
+    """The ExperimentConfig of a run rebuilt from its run-table row (its ``<section>.<field>`` columns);
+    a :class:`~anchorlab.config.ConfigError` where the row does not hold a whole config (a committed row
+    of an older schema)."""
+    from ..config import experiment_from_dict
+
+    nested: dict[str, dict[str, Any]] = {}
+    for key, v in row.items():
+        sec, _, field = str(key).partition(".")
+        if sec in SECTIONS and field:
+            nested.setdefault(sec, {})[field] = _unflat(v)
+    if set(nested) != set(SECTIONS):
+        raise ConfigError(f"run {row.get('run_id')}: its row holds no whole config (sections "
+                          f"{', '.join(sorted(nested)) or 'none'})")
+    cfg = experiment_from_dict(nested)
+    if row.get("run_id") and cfg.run_id() != row["run_id"]:
+        raise ConfigError(f"run {row['run_id']}: the config rebuilt from its row has run id {cfg.run_id()}")
+    return cfg
