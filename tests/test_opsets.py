@@ -63,3 +63,10 @@ def test_properties_of_the_three_op_sets():
     assert (o1["step_gap"], o2["step_gap"]) == (3, 8)
     assert (round(o1["offset_over_sd"], 2), round(o2["offset_over_sd"], 2)) == (0.84, 1.65)
     assert o1["mirror_farther"] == o2["mirror_farther"] == 1.0
+
+
+def test_a_label_names_its_op_set():
+    for o in random_op_sets(20, seed=5):
+        assert OpSet.from_label(o.label) == o
+    with pytest.raises(ConfigError, match="op_set: not an op-set label"):
+        OpSet.from_label("{1:+5} held out")

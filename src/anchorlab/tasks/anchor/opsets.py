@@ -26,6 +26,7 @@ The robustness study (:mod:`anchorlab.robustness`) trains on them.
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -50,6 +51,16 @@ class OpSet:
         steps = ",".join(f"{a}:{s:+d}" for a, s in sorted(self.anchors.items()))
         a, b = self.held_out
         return f"{{{steps}}} ({a},{b}) held out, ({b},{a})->x{self.mirror_shift:+d}"
+
+    @classmethod
+    def from_label(cls, label: str) -> "OpSet":
+        """The op set a :attr:`label` names (``{1:+5,2:+1,3:-2,4:-8} (4,3) held out, (3,4)->x-6``)."""
+        m = re.fullmatch(r"\{(.*)\} \((\d),(\d)\) held out, \(\d,\d\)->x([+-]\d+)", label.strip())
+        if not m:
+            raise ConfigError(f"op_set: not an op-set label like '{{1:+5,2:+1,3:-2,4:-8}} (4,3) held out, "
+                              f"(3,4)->x-6', got {label!r}")
+        anchors = {int(k): int(v) for k, v in (e.split(":") for e in m.group(1).split(","))}
+        return cls(anchors, (int(m.group(2)), int(m.group(3))), int(m.group(4)))
 
     def task_overrides(self) -> dict[str, Any]:
         a, b = self.held_out

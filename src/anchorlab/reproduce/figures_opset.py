@@ -1,0 +1,123 @@
+"""Why the op set decides: the op-set crossing, judged by the rule written before its runs.
+
+The papers' op set composed under the small init at CPU scale where two other op sets memorized. Each of those
+differs from the papers' in its steps and in its held-out pair; the crossing (sweep preset ``opset_cross_cpu``)
+swaps them: O1 keeps the papers' steps with (3,2) held out, O2 the (3,2) op set's steps with (4,2) held out.
+:mod:`anchorlab.eval.crossing` holds the hypotheses, the rule and the per-run readings. The maker reads one run
+table (``out/sweep`` and any ``--from-table`` CSVs, their ``X_curves.csv`` beside them) and writes::
+
+    runs.csv        one row per run: op set, paper gamma, peak lr, seed, ID, each mapping's final and best accuracy,
+                    the step ID first reaches 0.9, the held-out pair's answers there, the mirror's takeover, the
+                    run's outcome, the op set's properties (step gap, offset over the steps' spread, ...)
+    counts.csv      per op set and paper gamma: runs, unfit, memorize, compose (final / on the way), median fit step
+    verdict.csv     each op set's reading and the hypothesis the rule supports (``pending`` until 9 runs each)
+    curves.csv, curves.png   the trajectories
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..tasks.anchor.opsets import OpSet
+from .registry import Claim, Figure, Made, register, value
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+O1 = OpSet({1: 5, 2: 1, 3: -2, 4: -8}, (3, 2), -5)
+O2 = OpSet({1: -2, 2: 3, 3: 1, 4: -5}, (4, 2), 3)
+RUN_COLUMNS = ["op_set", "held_out", "paper_gamma", "peak_lr", "seed", "id_acc", "inferential_final", "inferential_best",
+               "symmetric_final", "symmetric_best", "steps_to_id_fit", "inferential_at_fit", "symmetric_at_fit",
+               "mirror_takeover_step", "takeover_after_fit", "outcome", "step_gap", "offset", "offset_over_sd",
+               "mirror_farther", "clock", "precision", "device", "wall_seconds", "run_id"]
+FROM_RUN_TABLE = {"final.id_acc": "id_acc", "final.ood_inferential_acc": "inferential_final",
+                  "best.ood_inferential_acc": "inferential_best", "final.ood_symmetric_acc": "symmetric_final",
+                  "best.ood_symmetric_acc": "symmetric_best"}
+
+
+def crossing_rows(rows: pd.DataFrame, curves: pd.DataFrame, id_min: float = 0.9, threshold: float = 0.5) -> pd.DataFrame:
+    """The run table (:func:`anchorlab.sweep.runtable.run_table`) and its curves -> :data:`RUN_COLUMNS`, one row per
+    run, in the order (op set, paper gamma, peak lr, seed). The fit timing comes from the curves where the run has
+    one, else from the row (a committed table carries it)."""
+    import pandas as pd
+
+    from ..eval.crossing import fit_timing, outcome
+    from ..tasks.anchor.opsets import op_set_properties
+
+    t = rows.rename(columns={k: v for k, v in FROM_RUN_TABLE.items() if k in rows.columns})
+    timing = fit_timing(curves[curves.run_id.isin(set(t.run_id))], id_min, threshold) if len(curves) else None
+    if timing is not None and len(timing):
+        keep = [c for c in timing.columns if c != "run_id"]
+        t = t.drop(columns=[c for c in keep if c in t.columns]).merge(timing, on="run_id", how="left")
+    ops = {label: OpSet.from_label(label) for label in t.op_set.unique()}
+    props = pd.DataFrame([{"op_set": label, "held_out": "({},{})".format(*o.held_out), **op_set_properties(o)}
+                          for label, o in ops.items()])
+    t = t.drop(columns=[c for c in props.columns if c != "op_set" and c in t.columns]).merge(props, on="op_set")
+    t["outcome"] = [outcome(*v, id_min=id_min, threshold=threshold) for v in
+                    zip(t.id_acc, t.inferential_final, t.symmetric_final, t.inferential_best)]
+    for c in RUN_COLUMNS:
+        if c not in t.columns:
+            t[c] = float("nan")
+    return t[RUN_COLUMNS].sort_values(["op_set", "paper_gamma", "peak_lr", "seed"]).reset_index(drop=True)
+
+
+def make_cross(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, threshold: float = 0.5) -> Made:
+    """The run table -> the tables and files of the module docstring."""
+    import pandas as pd
+
+    from ..eval.crossing import crossing_verdict, op_set_counts
+    from ..plots.headline import drawn_runs, plot_curves
+    from ..plots.save import save_figure
+    from ..sweep.runtable import curve_table
+
+    sources = sorted({s for s in rows.source if s})
+    curves = curve_table(sources)
+    curves = curves[curves.run_id.isin(set(rows.run_id))].sort_values(["run_id", "step"]).reset_index(drop=True)
+    runs = crossing_rows(rows, curves, id_min, threshold)
+    counts = op_set_counts(runs, id_min, threshold)
+    timing = runs.groupby(["op_set", "paper_gamma"]).agg(
+        median_steps_to_id_fit=("steps_to_id_fit", "median"), mean_inferential_at_fit=("inferential_at_fit", "mean"),
+        n_fitted_ever=("steps_to_id_fit", "count")).reset_index()
+    counts = counts.merge(timing, on=["op_set", "paper_gamma"])
+    names = {O1.label: "O1", O2.label: "O2"}
+    counts.insert(0, "name", counts.op_set.map(names).fillna(""))
+    v = crossing_verdict(runs, O1.label, O2.label, id_min=id_min, threshold=threshold)
+    verdict = pd.DataFrame([{"O1": O1.label, "O1_reading": v["O1"], "O2": O2.label, "O2_reading": v["O2"],
+                             "verdict": v["verdict"]}])
+    files: dict[str, Path] = {}
+    drawn = runs.assign(n_layers=2, devices=runs.device.fillna("cpu").astype(str).str.split(":").str[0])
+    if len(curves) and len(drawn_runs(drawn, curves)):
+        files["curves.png"] = save_figure(plot_curves(drawn, curves), out / "curves", formats=("png",), dpi=110)[0]
+    return {"runs": runs, "counts": counts, "verdict": verdict, "curves": curves}, files
+
+
+def _count(t: pd.DataFrame, op: OpSet, col: str) -> str:
+    c = t["counts"]
+    c = c[(c.op_set == op.label) & (c.paper_gamma.round(6) == 0.8)]
+    return f"{int(c[col].iloc[0])} of {int(c.n_runs.iloc[0])}" if len(c) else "n/a"
+
+
+register(Figure(
+    id="study-opset-cross", paper="study", number="op-set crossing",
+    shows="small init (paper gamma 0.8) on two crossed op sets (the papers' steps with (3,2) held out; the (3,2) "
+          "op set's steps with (4,2) held out): which op-set property makes it memorize",
+    sweeps={"cpu": "opset_cross_cpu"},
+    tables=make_cross,
+    claims=(
+        Claim("O1 (papers' steps, (3,2) held out, gap 3): small-init runs that end on the mirror", "not in the papers",
+              lambda t: _count(t, O1, "n_memorize")),
+        Claim("O2 ((3,2) op set's steps, (4,2) held out, gap 8): small-init runs that end on the mirror",
+              "not in the papers", lambda t: _count(t, O2, "n_memorize")),
+        Claim("O1: small-init runs reaching inferential >= 0.5 at some evaluation", "not in the papers",
+              lambda t: _count(t, O1, "n_compose_on_way")),
+        Claim("O2: small-init runs reaching inferential >= 0.5 at some evaluation", "not in the papers",
+              lambda t: _count(t, O2, "n_compose_on_way")),
+        Claim("the hypothesis the rule supports (eval.crossing)", "H1 gap / H2-H4 offset, clock / H3 mirror farther",
+              lambda t: str(t["verdict"].verdict.iloc[0])),
+        Claim("large init (paper gamma 0.3) control: mean final symmetric accuracy", "memorizes (the papers' op set)",
+              lambda t: value(t["runs"], "symmetric_final", {"paper_gamma": 0.3})),
+    ),
+    notes="CPU scale: the Fig. 2 cell's setting (width 128 at the paper's std, init.ref_width 400) at 1/2x the paper's "
+          "clock; paper gamma 0.8 at the three range peaks, 0.3 at 1.77e-4; seeds 0-2 (24 runs, ~20 min each on one "
+          "core in bf16)."))
