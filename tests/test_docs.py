@@ -120,3 +120,16 @@ def test_paper_gamma_is_the_gamma_with_the_same_std_at_width_400():
     for g, w in ((0.45, 128), (0.3, 128), (0.8, 64), (0.5, 400)):
         assert math.isclose(w ** -g, 400 ** -paper_gamma(g, w), rel_tol=1e-12)
     assert round(paper_gamma(0.45, 128), 2) == 0.36 and round(paper_gamma(0.3, 128), 2) == 0.24
+
+
+def test_the_hero_figure_is_drawn_from_the_committed_cells(tmp_path):
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import fig2_hero
+        depths, gammas, by = fig2_hero.grid()
+        out = fig2_hero.draw(tmp_path / "hero.png")
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    assert out.stat().st_size > 10_000
+    assert gammas == [0.3, 0.8] and depths[0] == 1
+    assert set(by) == {(d, g) for d in depths for g in gammas}      # every drawn cell is a row of the table
