@@ -101,8 +101,9 @@ def test_the_demos_measured_rate_is_read_from_the_committed_study(tmp_path, monk
     assert "4/5 op sets at OOD >= 0.5" in line and "50% / 25% of 45 cases" in line and "at or above the 80%" in line
 
     monkeypatch.setenv("ANCHORLAB_FIGURES", str(tmp_path / "nowhere"))
-    line = demo.measured_line()
+    line = demo.measured_line(["train.epochs=1"])
     assert "\n" not in line and "demo_rule_cpu_rates.csv" in line and "ANCHORLAB_FIGURES" in line
+    assert "this run changes it" not in line      # nothing measured at hand, so nothing changed from it
 
 
 def test_research_outputs_are_not_package_data():

@@ -69,9 +69,10 @@ def measured() -> dict[str, Any]:
             "rates": rows, "reliable": max(r["papers_rule_op_sets"] for r in rows) >= RELIABLE * op_sets}
 
 
-def measured_line() -> str:
-    """One printable line: the default setting's measured rate under the papers' rule and per run (or, outside
-    a clone, that the committed tables are not at hand and how to point at them)."""
+def measured_line(overrides: list[str] | tuple[str, ...] = ()) -> str:
+    """One printable line: the default setting's measured rate under the papers' rule and per run, noting the
+    ``overrides`` that make this run differ from it (or, outside a clone, that the committed tables are not at
+    hand and how to point at them)."""
     try:
         m = measured()
     except MissingResult as e:
@@ -81,7 +82,8 @@ def measured_line() -> str:
     return (f"the demo's default setting, measured over {m['op_sets']} op sets x {m['seeds']} seeds x "
             f"{len(m['peak_lrs'])} peak lrs (docs/demo.md): papers' rule {', '.join(parts)}; per run {runs} of "
             f"{m['cases']} cases; " + ("at or above" if m["reliable"] else "below")
-            + f" the {RELIABLE:.0%} a reliable contrast needs")
+            + f" the {RELIABLE:.0%} a reliable contrast needs"
+            + (f" (this run changes it: --set {' '.join(overrides)})" if overrides else ""))
 
 
 def plain_verdict(table: pd.DataFrame) -> str:

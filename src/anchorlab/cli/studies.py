@@ -31,7 +31,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
     print(f"\ncontrast (large init: symmetric >= 0.8, small init: inferential >= 0.8, ID >= 0.9 both) in "
           f"{r['contrast_rate']:.0%} of {r['cases']} seed(s)" + (" x lr(s)" if a.peak_lrs else ""))
     print("\n".join(table.attrs["summary"]))
-    print(measured_line() + (f" (this run changes it: --set {' '.join(a.set)})" if a.set else ""))
+    print(measured_line(a.set))
     print(plain_verdict(table))
     print(f"\nwrote {Path(a.out) / 'summary.json'} and {Path(a.out) / 'ood_over_training.png'}")
     return 0
