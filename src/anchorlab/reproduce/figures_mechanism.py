@@ -129,7 +129,8 @@ RULES_TEXT = {
            "0.8 and 0.3 (width 128 at init.ref_width 400), the three peaks inside the corrected lr range, seeds 0-2, "
            "1/2x the paper's optimizer steps unless --clock; the same run ids as neurips-fig2's, so one --out trains "
            "them once; per seed one picked run per side, numbers as the mean over the picked seeds",
-    "paper": "width 400, 900k sequences, 210 epochs (NeurIPS App. A), one seed: one picked run per side",
+    "paper": "the papers' own setting (App. A: width 400, 210 epochs), one seed: one picked run per side (a middle "
+             "init rate, where the spec has one, is on neither side)",
 }
 NOTE = ("Runs picked by anchorlab.reproduce.mechanism_picks.pick_runs: " + DEFAULT_RULE.describe() + ". Numbers: "
         "per side the mean over its picked runs (n, sd, min, max in *_summary.csv; every picked run in *_runs.csv; "
