@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from docs_common import clock_label, count, md_table, num, op_label, paper_gamma, ratio, sci, table
+from docs_common import clock_label, count, md_table, num, op_label, paper_gamma, ratio, sci, sweep_scale, table
 
 RANGE = "[1.1e-4, 3.3e-4]"          # the `lrs` value of cells read over the paper's corrected range
 SIDE = {0.3: "large init", 0.5: "middle", 0.8: "small init"}
@@ -60,16 +60,25 @@ def c1_clock() -> str:
     d = d[d.op.str.endswith("papers'")].sort_values(["clock", "paper_gamma"])
     rows = [[clock_label(r.clock), f"{r.paper_gamma:g} ({SIDE.get(r.paper_gamma, '')})", _seeds(r),
              f"{_cell(r)} ({num(r.id_best)})", r.solution, _per_run(r)] for r in d.itertuples()]
-    rows.append(["paper (1x)", "0.3 / 0.8", "3 (27 each)", "-", "memorizes / composes", "-"])
+    paper = sweep_scale("fig2_paper")
+    n_peaks = int(paper["peak lr"].split(":")[0])
+    rows.append(["paper (1x)", "0.3 / 0.8", f"{paper['seeds']} ({int(paper['seeds']) * n_peaks} each)", "-",
+                 "memorizes / composes", "-"])
     return md_table(["clock", "paper gamma", "seeds (runs)", "papers' cell: inferential / symmetric (ID)",
                      "reads", "per run: composes / memorizes"], rows)
+
+
+def _device(dev: str) -> str:
+    """'cpu: AMD EPYC (AVX512 ...)' -> 'AMD EPYC'; 'cuda: NVIDIA H200' -> 'NVIDIA H200'; a bare 'cpu' -> 'CPU'."""
+    name = dev.split(":", 1)[1].split("(A")[0] if ":" in dev else dev.upper()
+    return name.replace("(R)", "").replace(" Processor", "").strip()
 
 
 def _precision(op: str, gamma: float, device: str) -> str:
     runs = table("fig2_cell_cpu.csv")
     runs = runs[(runs.op_set.map(op_label) == op) & (runs.paper_gamma == gamma) & (runs.clock == 0.5)
                 & (runs.n_layers == 2) & runs.device.str.startswith(device)]
-    kinds = sorted({f"{dev.split(':')[-1].split('(')[0].strip() or dev}, {p}" for dev, p in zip(runs.device, runs.precision)})
+    kinds = sorted({f"{_device(dev)}, {p}" for dev, p in zip(runs.device, runs.precision)})
     return "; ".join(kinds) if kinds else "-"
 
 
