@@ -1,16 +1,25 @@
-"""The Fig. 2 cell specs dry-run to the documented runs; the CSV maker reads fake runs right."""
+"""NeurIPS Fig. 2 from the run table: the cell specs expand to the documented runs (the std-matched cpu spec
+shares run ids with the committed rows), the run table reads fake runs right, the maker judges them the
+papers' way, and the committed table redraws the committed cells exactly."""
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from anchorlab.config import ConfigError, experiment_from_dict
-from anchorlab.headline import COLUMNS, PAPER_STEPS, main
+from anchorlab.eval.cells import cell_table, fitted_rows, ordered, pair_table, seed_table
+from anchorlab.reproduce import FIGURES, figure_spec
+from anchorlab.reproduce.figures_fig2 import make_fig2
 from anchorlab.sweep.grid import expand, resolve_sweep
+from anchorlab.sweep.runtable import PAPER_STEPS, at_step_table, curve_table, in_progress_table, run_table
 from anchorlab.train.optim import lr_at
 from anchorlab.train.run import steps_plan
+
+FIGS = Path(__file__).resolve().parents[1] / "docs" / "figures"
+PAPERS = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
 
 
 def test_the_cell_specs_expand_to_the_documented_runs_and_share_them():
@@ -36,6 +45,52 @@ def test_the_cell_specs_expand_to_the_documented_runs_and_share_them():
     assert sorted({round(steps_plan(x, x.task.n_train)[1] / PAPER_STEPS, 2) for x in clock.values()}) == [0.5, 1, 2]
 
 
+def _ids(**options) -> dict:
+    return {r.run_id: r.config for r in expand(figure_spec(FIGURES["neurips-fig2"], "cpu", options=options))}
+
+
+def test_the_std_matched_fig2_spec_is_the_committed_cells_setting_at_every_clock():
+    std = _ids()
+    assert std == {r.run_id: r.config for r in expand(resolve_sweep("fig2_std_cpu"))}   # the named preset
+    assert len(std) == 3 * 4 * 3 * 3
+    assert {(x.init.gamma, x.init.ref_width, x.model.d_model) for x in std.values()} == {
+        (g, 400, 128) for g in (0.3, 0.5, 0.8)}
+    assert {x.model.n_layers for x in std.values()} == {1, 2, 3, 4}
+    assert {x.train.init_seed for x in std.values()} == {0, 1, 2}
+    assert {round(steps_plan(x, x.task.n_train)[1] / PAPER_STEPS, 2) for x in std.values()} == {0.5}
+    depth = {r.run_id for r in expand(resolve_sweep("fig2_depth_cpu"))}
+    clock = {r.run_id: r.config for r in expand(resolve_sweep("fig2_cell_clock_cpu"))}
+    half = {i for i, c in clock.items() if round(steps_plan(c, c.task.n_train)[1] / PAPER_STEPS, 2) == 0.5}
+    assert len(set(std) & depth) == 72 and len(set(std) & half) == 27     # the same configs, the same run ids
+    committed = set(pd.read_csv(FIGS / "fig2_cell_cpu.csv").run_id)
+    assert len(set(std) & committed) == 63                                 # already run, never to retrain
+    for value, steps in (("1", 1.0), ("2", 2.0)):                        # --clock: the clock map's runs at depth 2
+        other = _ids(clock=value)
+        assert {round(steps_plan(x, x.task.n_train)[1] / PAPER_STEPS, 2) for x in other.values()} == {steps}
+        deep2 = {i for i, c in other.items() if c.model.n_layers == 2}
+        assert deep2 <= set(clock) and len(deep2) == 27
+    nine = _ids(lrs="nine")
+    peaks = sorted({x.optim.peak for x in nine.values()})
+    assert len(nine) == 3 * 4 * 9 * 3 and len(peaks) == 9
+    assert peaks == pytest.approx([1.1e-4 * (1 + k / 4) for k in range(9)]) and 1.1e-4 <= peaks[0] <= peaks[-1] <= 3.3e-4
+    with pytest.raises(ConfigError, match="--clock: must be one of 0.5, 1, 2"):
+        _ids(clock="3")
+    with pytest.raises(ConfigError, match="--depth: figure neurips-fig2 has no such option"):
+        _ids(depth="2")
+    with pytest.raises(ConfigError, match="--clock: applies at scale cpu"):
+        figure_spec(FIGURES["neurips-fig2"], "paper", options={"clock": "2"})
+
+
+def test_the_committed_table_redraws_the_committed_cells_exactly():
+    rows = ordered(run_table([FIGS / "fig2_cell_cpu.csv"]))
+    assert len(rows) == 262 and rows.run_id.is_unique and (rows.source == str(FIGS / "fig2_cell_cpu.csv")).all()
+    pd.testing.assert_frame_equal(cell_table(rows), pd.read_csv(FIGS / "fig2_cell_cpu_cells.csv"), check_exact=True)
+    pd.testing.assert_frame_equal(seed_table(rows), pd.read_csv(FIGS / "fig2_cell_cpu_seeds.csv"), check_exact=True)
+    curves = curve_table([FIGS / "fig2_cell_cpu.csv"])                   # the committed trajectories beside it
+    pd.testing.assert_frame_equal(cell_table(fitted_rows(rows, curves)),
+                                  pd.read_csv(FIGS / "fig2_cell_cpu_cells_fitted.csv"), check_exact=True)
+
+
 def _fake_run(root, gamma, lr, seed, anchors, rules, inf, sym, steps=PAPER_STEPS, sets=(), **extra):
     cfg = experiment_from_dict({}, ["model.d_model=128", "init.ref_width=400", f"init.gamma={gamma}",
                                     f"optim.peak_lr={lr}", f"train.init_seed={seed}", f"train.data_seed={seed}",
@@ -50,32 +105,38 @@ def _fake_run(root, gamma, lr, seed, anchors, rules, inf, sym, steps=PAPER_STEPS
                                               "best": best, **extra}))
 
 
-def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
-    papers = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
+def _make(sources, out):
+    out.mkdir(parents=True, exist_ok=True)
+    return make_fig2(run_table(sources), out, "cpu")
+
+
+def test_the_maker_on_fake_runs(tmp_path):
     other = ("{1: -2, 2: 3, 3: 1, 4: -5}", "{'3,2': held_out, '2,3': 'shift:9'}")
     for seed, lr, inf, sym in ((0, 1e-4, (0.4, 0.9), (0.1, 0.2)), (0, 2e-4, (0.1, 0.3), (0.8, 0.9)),
                                (1, 1e-4, (0.2, 0.5), (0.3, 0.4)), (1, 2e-4, (0.6, 0.7), (0.0, 0.1))):
-        _fake_run(tmp_path / "a", 0.8, lr, seed, *papers, inf, sym,
+        _fake_run(tmp_path / "a", 0.8, lr, seed, *PAPERS, inf, sym,
                   **({"device": "cpu: Some CPU (AVX512)"} if seed else
                      {"precision": {"matmul_dtype": "bfloat16", "reason": "train.amp=auto: this CPU multiplies "
                                                                         "bfloat16 in hardware (AVX512)"}}))
     _fake_run(tmp_path / "b", 0.3, 1e-4, 0, *other, (0.0, 0.1), (1.0, 1.0), steps=PAPER_STEPS // 2)
     # the GPU twin of a gamma-0.8 run (compiled, so another run id): its own cell, never mixed with the CPU's
-    _fake_run(tmp_path / "b", 0.8, 1e-4, 0, *papers, (0.0, 0.05), (0.95, 0.97), sets=["train.compile=true"],
+    _fake_run(tmp_path / "b", 0.8, 1e-4, 0, *PAPERS, (0.0, 0.05), (0.95, 0.97), sets=["train.compile=true"],
               device="cuda: NVIDIA H200")
-    out = tmp_path / "fig2_cell_cpu.csv"
-    assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)]) == 0
-    rows = pd.read_csv(out)
-    assert list(rows.columns[: len(COLUMNS)]) == COLUMNS and len(rows) == 6
+    tables, files = _make([tmp_path / "a", tmp_path / "b"], tmp_path / "out")
+    rows = tables["runs"]
+    assert len(rows) == 6 and {"run_id", "op_set", "paper_gamma", "peak_lr", "seed", "clock", "device",
+                               "precision", "init.gamma", "model.n_layers", "final.id_acc",
+                               "best.ood_symmetric_acc", "run_dir"} <= set(rows.columns)
     assert set(rows.paper_gamma) == {0.3, 0.8} and set(rows.clock) == {0.5, 1.0}
     r = rows[(rows.paper_gamma == 0.8) & (rows.seed == 0) & (rows.peak_lr == 2e-4)].iloc[0]
-    assert (r.inferential_best, r.symmetric_best, r.inferential_final, r.symmetric_final) == (0.3, 0.9, 0.1, 0.8)
+    assert (r["best.ood_inferential_acc"], r["best.ood_symmetric_acc"], r["final.ood_inferential_acc"],
+            r["final.ood_symmetric_acc"]) == (0.3, 0.9, 0.1, 0.8)
     assert r.op_set.startswith("{1:+5,2:+1,3:-2,4:-8} (4,3) held out") and r.precision == "bfloat16"
     # the device: final.json's, else the one its precision reason names, else unrecorded
     assert r.device == "cpu" and set(rows[rows.seed == 1].device) == {"cpu: Some CPU (AVX512)"}
     assert rows[rows.paper_gamma == 0.3].iloc[0].device == "unrecorded"
     assert (rows.device == "cuda: NVIDIA H200").sum() == 1
-    cells = pd.read_csv(tmp_path / "fig2_cell_cpu_cells.csv")
+    cells = tables["cells"]
     # gamma 0.3 and the GPU twin (peak 1e-4) have no peak inside the range
     assert list(cells.lrs) == ["all", "all", "[1.1e-4, 3.3e-4]", "all"] and list(cells.devices)[-1] == "cuda"
     gpu = cells[(cells.devices == "cuda") & (cells.lrs == "all")].iloc[0]
@@ -84,44 +145,42 @@ def test_the_csv_maker_on_fake_runs(tmp_path, capsys):
     c = cells[(cells.paper_gamma == 0.8) & (cells.lrs == "all")].iloc[0]
     assert math.isclose(c.inferential_best, (0.9 + 0.7) / 2) and math.isclose(c.symmetric_best, (0.9 + 0.4) / 2)
     assert math.isclose(c.inferential_per_run, 1 / 4) and c.n_seeds == 2 and c.n_runs == 4
+    assert math.isclose(c.inferential_final, (0.4 + 0.1 + 0.2 + 0.6) / 4)   # the final-metric reading beside it
     assert c.devices == "cpu" and set(cells[cells.paper_gamma == 0.3].devices) == {"unrecorded"}
     # both mappings passed 0.5 at some lr and time: the papers' rule reads composes, the cell reads "both"
     assert c.solution == "both"
-    md = (tmp_path / "fig2_cell_cpu_map.md").read_text()   # the map at a glance, one table per lr reading
+    md = files["map.md"].read_text()   # the map at a glance, one table per lr reading
     assert md.count("| clock | depth |") == 2 and "| 0.8 | 2 (4) | 0.80 / 0.65 (1.00) | both | 1/4 / " in md
     # the paper's corrected range keeps only the 2e-4 runs: each seed's best is that run's
     c = cells[(cells.paper_gamma == 0.8) & (cells.lrs != "all")].iloc[0]
     assert math.isclose(c.inferential_best, (0.3 + 0.7) / 2) and math.isclose(c.symmetric_best, (0.9 + 0.1) / 2)
     assert c.n_runs == 2
-    seeds = pd.read_csv(tmp_path / "fig2_cell_cpu_seeds.csv")
+    seeds = tables["seeds"]
     s0 = seeds[(seeds.paper_gamma == 0.8) & (seeds.seed == 0) & (seeds.lrs == "all") & (seeds.devices == "cpu")].iloc[0]
     assert (s0.inferential_best, s0.symmetric_best, s0.n_lrs) == (0.9, 0.9, 2)   # each mapping's best lr
-    assert main([str(tmp_path / "a"), "--out", str(tmp_path / "wide.csv"), "--lr-range", "none"]) == 0
-    assert set(pd.read_csv(tmp_path / "wide_cells.csv").lrs) == {"all"}
-    assert main([str(tmp_path / "a"), "--out", str(tmp_path / "low.csv"), "--lr-range", "5e-5,1.5e-4"]) == 0
-    low = pd.read_csv(tmp_path / "low_seeds.csv")
+    only_a = run_table([tmp_path / "a"])
+    assert set(cell_table(only_a, lr_range=None).lrs) == {"all"}
+    low = seed_table(only_a, lr_range=(5e-5, 1.5e-4))
     assert set(low.lrs) == {"all", "[5e-5, 1.5e-4]"} and (low[low.lrs != "all"].n_lrs == 1).all()
-    for bad in ("1e-4", "3e-4,1e-4", "a,b"):
-        with pytest.raises(SystemExit):
-            main([str(tmp_path / "a"), "--out", str(tmp_path / "x.csv"), "--lr-range", bad])
-    assert "6 runs; wrote" in capsys.readouterr().out
-    assert (tmp_path / "fig2_cell_cpu.png").stat().st_size > 5000
+    with pytest.raises(ValueError, match="0 < LO <= HI"):
+        cell_table(only_a, lr_range=(3e-4, 1e-4))
+    assert files["fig2_cell.png"].stat().st_size > 5000
+    assert "cells_fitted" not in tables                # fake runs without trajectories: no fitted reading
 
 
 def test_two_depths_draw_fig2_and_one_depth_does_not(tmp_path):
     from anchorlab.plots.headline import depth_groups
 
-    papers = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
     for gamma, inf, sym in ((0.3, (0.0, 0.1), (0.9, 1.0)), (0.8, (0.8, 0.9), (0.0, 0.1))):
-        _fake_run(tmp_path / "a", gamma, 2e-4, 0, *papers, inf, sym)
-    assert main([str(tmp_path / "a"), "--out", str(tmp_path / "one.csv")]) == 0
-    assert not (tmp_path / "one_fig2.png").exists()                    # depth 2 alone: no diagram
-    _fake_run(tmp_path / "a", 0.8, 2e-4, 0, *papers, (0.1, 0.2), (0.0, 0.0), sets=["model.n_layers=1"])
-    assert main([str(tmp_path / "a"), "--out", str(tmp_path / "two.csv")]) == 0
-    cells = pd.read_csv(tmp_path / "two_cells.csv")
+        _fake_run(tmp_path / "a", gamma, 2e-4, 0, *PAPERS, inf, sym)
+    _, files = _make([tmp_path / "a"], tmp_path / "one")
+    assert "fig2.png" not in files and not (tmp_path / "one" / "fig2.png").exists()   # depth 2 alone: no diagram
+    _fake_run(tmp_path / "a", 0.8, 2e-4, 0, *PAPERS, (0.1, 0.2), (0.0, 0.0), sets=["model.n_layers=1"])
+    tables, files = _make([tmp_path / "a"], tmp_path / "two")
+    cells = tables["cells"]
     # one group: the papers' op set at 1x, read over the corrected range (2e-4 lies inside it)
     assert depth_groups(cells) == [(1.0, cells.op_set.iloc[0], "unrecorded", "[1.1e-4, 3.3e-4]")]
-    assert (tmp_path / "two_fig2.png").stat().st_size > 5000
+    assert files["fig2.png"].stat().st_size > 5000
     assert depth_groups(cells[cells.n_layers == 2]) == []
 
 
@@ -149,62 +208,64 @@ def test_the_fig2_diagram_outlines_a_cell_whose_seeds_lack_some_of_the_rows_lrs_
 
 
 def test_a_depth_only_sweep_writes_its_tables_without_the_depth_2_curves(tmp_path):
-    papers = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
-    _fake_run(tmp_path / "d", 0.8, 2e-4, 0, *papers, (0.4, 0.6), (0.0, 0.1), sets=["model.n_layers=3"])
+    _fake_run(tmp_path / "d", 0.8, 2e-4, 0, *PAPERS, (0.4, 0.6), (0.0, 0.1), sets=["model.n_layers=3"])
     run = next((tmp_path / "d" / "runs").iterdir())
     final = json.loads((run / "final.json").read_text())
     final["history"] = [{"step": s, "id_acc": s / 10, "ood_inferential_acc": s / 20, "ood_symmetric_acc": 0.0}
                         for s in (0, 5, 10)]
     (run / "final.json").write_text(json.dumps(final))
-    assert main([str(tmp_path / "d"), "--out", str(tmp_path / "d3.csv")]) == 0
-    assert set(pd.read_csv(tmp_path / "d3_cells.csv").n_layers) == {3}
-    assert len(pd.read_csv(tmp_path / "d3_curves.csv")) == 3        # its trajectory is kept in the table
-    assert not (tmp_path / "d3_curves.png").exists()                 # the figure draws depth 2 only
+    tables, files = _make([tmp_path / "d"], tmp_path / "d3")
+    assert set(tables["cells"].n_layers) == {3}
+    assert len(tables["curves"]) == 3                                 # its trajectory is kept in the table
+    assert "curves.png" not in files                                  # the figure draws depth 2 only
+    assert "cells_fitted" in tables                                   # every run has its trajectory
 
 
 def test_committed_rows_join_the_runs_found_and_a_run_found_wins(tmp_path):
-    papers = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
-    _fake_run(tmp_path / "a", 0.3, 1e-4, 0, *papers, (0.0, 0.1), (1.0, 1.0))
-    _fake_run(tmp_path / "a", 0.3, 2e-4, 0, *papers, (0.0, 0.0), (0.9, 0.95))
+    _fake_run(tmp_path / "a", 0.3, 1e-4, 0, *PAPERS, (0.0, 0.1), (1.0, 1.0))
+    _fake_run(tmp_path / "a", 0.3, 2e-4, 0, *PAPERS, (0.0, 0.0), (0.9, 0.95))
     run_a = next((tmp_path / "a" / "runs").iterdir())
     final_a = json.loads((run_a / "final.json").read_text())
     final_a["history"] = [{"step": s, "id_acc": s / 20, "ood_inferential_acc": 0.0, "ood_symmetric_acc": s / 10}
                           for s in (0, 5, 10)] + [{"step": 10, "train_loss": 0.1}]   # no evaluation: not a point
     (run_a / "final.json").write_text(json.dumps(final_a))
+    tables, files = _make([tmp_path / "a"], tmp_path / "first")
     first = tmp_path / "first.csv"
-    assert main([str(tmp_path / "a"), "--out", str(first)]) == 0
-    curves = pd.read_csv(tmp_path / "first_curves.csv")
+    tables["runs"].to_csv(first, index=False)
+    tables["curves"].to_csv(tmp_path / "first_curves.csv", index=False)   # committed beside it, as X_curves.csv
+    curves = tables["curves"]
     assert list(curves.columns) == ["run_id", "step", "id_acc", "inferential", "symmetric"]
     assert curves.run_id.unique().tolist() == [run_a.name] and curves.symmetric.tolist() == [0.0, 0.5, 1.0]
-    assert (tmp_path / "first_curves.png").stat().st_size > 5000
-    _fake_run(tmp_path / "b", 0.8, 1e-4, 0, *papers, (0.7, 0.8), (0.1, 0.2))
-    _fake_run(tmp_path / "b", 0.3, 2e-4, 0, *papers, (0.0, 0.0), (0.5, 0.6))   # the same run, read again
-    out = tmp_path / "joined.csv"
-    assert main([str(tmp_path / "b"), "--with-rows", str(first), "--out", str(out)]) == 0
-    rows = pd.read_csv(out)
+    assert files["curves.png"].stat().st_size > 5000
+    _fake_run(tmp_path / "b", 0.8, 1e-4, 0, *PAPERS, (0.7, 0.8), (0.1, 0.2))
+    _fake_run(tmp_path / "b", 0.3, 2e-4, 0, *PAPERS, (0.0, 0.0), (0.5, 0.6))   # the same run, read again
+    joined, _ = _make([tmp_path / "b", first], tmp_path / "joined")
+    rows = joined["runs"]
     assert len(rows) == 3 and rows.run_id.is_unique
     assert sorted(rows.paper_gamma) == [0.3, 0.3, 0.8]
     again = rows[(rows.paper_gamma == 0.3) & (rows.peak_lr == 2e-4)].iloc[0]
-    assert again.symmetric_best == 0.6          # the directory's row, not the table's 0.95
-    cells = pd.read_csv(tmp_path / "joined_cells.csv")
-    assert cells[(cells.paper_gamma == 0.3) & (cells.lrs == "all")].iloc[0].symmetric_best == 1.0   # best over both lrs, one from the table
-    assert pd.read_csv(tmp_path / "joined_curves.csv").equals(curves)   # the committed trajectories join too
-    assert main(["--with-rows", str(out), "--out", str(tmp_path / "alone.csv")]) == 0   # rows alone regenerate
-    assert pd.read_csv(tmp_path / "alone.csv").equals(rows)
-    assert pd.read_csv(tmp_path / "alone_curves.csv").equals(curves)
-    pd.DataFrame({"run_id": ["x"]}).to_csv(tmp_path / "bad.csv", index=False)
-    with pytest.raises(ValueError, match="lack column"):
-        main(["--with-rows", str(tmp_path / "bad.csv"), "--out", str(tmp_path / "no.csv")])
+    assert again["best.ood_symmetric_acc"] == 0.6          # the directory's row, not the table's 0.95
+    assert (again.source, again.run_dir != "") == (str(tmp_path / "b"), True)
+    cells = joined["cells"]
+    assert cells[(cells.paper_gamma == 0.3) & (cells.lrs == "all")].iloc[0].symmetric_best == 1.0   # best over both lrs
+    pd.testing.assert_frame_equal(joined["curves"], curves)   # the committed trajectories join too
+    alone, _ = _make([first], tmp_path / "alone")               # committed rows alone regenerate
+    pd.testing.assert_frame_equal(alone["cells"], tables["cells"])
+    pd.testing.assert_frame_equal(alone["curves"], curves)
+    pd.DataFrame({"x": [1]}).to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(ConfigError, match="--from-table .*bad.csv: no run_id column"):
+        run_table([tmp_path / "bad.csv"])
+    with pytest.raises(ConfigError, match="neither a directory nor a CSV"):
+        run_table([tmp_path / "nowhere"])
 
 
-def test_runs_stopped_before_their_end_are_read_as_in_progress_and_stay_out_of_the_cells(tmp_path, capsys):
+def test_runs_stopped_before_their_end_are_read_as_in_progress_and_stay_out_of_the_cells(tmp_path):
     import yaml
 
-    papers = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
-    _fake_run(tmp_path / "a", 0.3, 1e-4, 0, *papers, (0.0, 0.1), (1.0, 1.0))
+    _fake_run(tmp_path / "a", 0.3, 1e-4, 0, *PAPERS, (0.0, 0.1), (1.0, 1.0))
     cfg = experiment_from_dict({}, ["model.d_model=128", "init.ref_width=400", "init.gamma=0.8",
-                                    "optim.peak_lr=2e-4", "task.preset=custom", f"task.anchors={papers[0]}",
-                                    f"task.pair_rules={papers[1]}", "train.epochs=236.4"])
+                                    "optim.peak_lr=2e-4", "task.preset=custom", f"task.anchors={PAPERS[0]}",
+                                    f"task.pair_rules={PAPERS[1]}", "train.epochs=236.4"])
     d = tmp_path / "a" / "runs" / cfg.run_id()
     d.mkdir(parents=True)
     (d / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
@@ -212,44 +273,39 @@ def test_runs_stopped_before_their_end_are_read_as_in_progress_and_stay_out_of_t
     (d / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "id_acc": i, "ood_inferential_acc": a,
                                                          "ood_symmetric_acc": b, "train_loss": 1.0 / (s + 1),
                                                          "wall_seconds": s / 100}) + "\n" for s, i, a, b in evals)
-                                         + '{"step": 3000, "id_a')                  # a line cut short by a kill
+                                     + '{"step": 3000, "id_a')                  # a line cut short by a kill
     done = next(p for p in (tmp_path / "a" / "runs").iterdir() if p != d)   # a finished run is never in progress
     (done / "metrics.jsonl").write_text(json.dumps({"step": 0, "id_acc": 0.0}) + "\n")
     (done / "config.yaml").write_text("{}")
-    out, prog = tmp_path / "rows.csv", tmp_path / "progress.csv"
-    assert main([str(tmp_path / "a"), "--out", str(out), "--in-progress", str(prog)]) == 0
-    rows, p = pd.read_csv(out), pd.read_csv(prog)
+    tables, _ = _make([tmp_path / "a"], tmp_path / "out")
+    rows, p = tables["runs"], tables["in_progress"]
     assert len(rows) == 1 and rows.iloc[0].paper_gamma == 0.3          # the cells read finished runs alone
-    assert len(p) == 1 and list(p.columns) == list(rows.columns)
+    assert len(p) == 1
     r = p.iloc[0]
     assert (r.status, r.steps, r.precision, r.paper_gamma, r.peak_lr) == ("in_progress", 2000, "float32", 0.8, 2e-4)
-    assert (r.inferential_best, r.inferential_final, r.symmetric_best, r.id_acc) == (0.7, 0.4, 0.3, 0.9)
+    assert (r["best.ood_inferential_acc"], r["final.ood_inferential_acc"], r["best.ood_symmetric_acc"],
+            r["final.id_acc"]) == (0.7, 0.4, 0.3, 0.9)
     planned = steps_plan(cfg, cfg.task.n_train)[1]                       # the planned clock, not the steps reached
     assert planned > 10 * 2000 and r.clock == round(planned / PAPER_STEPS, 2)
-    assert "1 runs in progress" in capsys.readouterr().out
-    # --at-step: every run that reached the step, read as if it stopped there (the finished one stopped at step 0)
-    at = tmp_path / "at.csv"
-    assert main([str(tmp_path / "a"), "--out", str(out), "--at-step", "1000", str(at)]) == 0
-    r = pd.read_csv(at)
-    assert len(r) == 1 and list(r.columns) == list(rows.columns)
+    # at a step: every run that reached it, read as if it stopped there (the finished one stopped at step 0)
+    r = at_step_table([tmp_path / "a"], [1000])
+    assert len(r) == 1
     r = r.iloc[0]
-    assert (r.status, r.steps, r.id_acc, r.inferential_final, r.inferential_best) == ("at_step", 1000, 0.6, 0.7, 0.7)
-    assert main([str(tmp_path / "a"), "--out", str(out), "--at-step", "1000,2000,2500", str(at)]) == 0
-    r = pd.read_csv(at)                                                  # no run trained to step 2500
-    assert r.steps.tolist() == [1000, 2000] and r.inferential_best.tolist() == [0.7, 0.7]
-    assert r.inferential_final.tolist() == [0.7, 0.4]
+    assert (r.status, r.steps, r["final.id_acc"], r["final.ood_inferential_acc"], r["best.ood_inferential_acc"]) == (
+        "at_step", 1000, 0.6, 0.7, 0.7)
+    r = at_step_table([tmp_path / "a"], [1000, 2000, 2500])           # no run trained to step 2500
+    assert r.steps.tolist() == [1000, 2000] and r["best.ood_inferential_acc"].tolist() == [0.7, 0.7]
+    assert r["final.ood_inferential_acc"].tolist() == [0.7, 0.4]
     assert cfg.train.amp == "none"                                       # the default: float32
     bf16 = experiment_from_dict(cfg.to_dict(), ["train.amp=auto", "train.max_steps=2000"])   # an amp twin, cut short
     e = tmp_path / "b" / "runs" / bf16.run_id()
     e.mkdir(parents=True)
     (e / "config.yaml").write_text(yaml.safe_dump(bf16.to_dict()))
     (e / "metrics.jsonl").write_text((d / "metrics.jsonl").read_text())
-    assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out), "--at-step", "1000", str(at)]) == 0
-    twins = pd.read_csv(at).set_index("run_id")
+    twins = at_step_table([tmp_path / "a", tmp_path / "b"], [1000]).set_index("run_id")
     assert twins.loc[cfg.run_id()].precision == "float32" and twins.loc[bf16.run_id()].precision == "unrecorded"
     assert twins.loc[bf16.run_id()].clock < twins.loc[cfg.run_id()].clock   # the clock it planned: max_steps cuts it
-    with pytest.raises(SystemExit):
-        main([str(tmp_path / "a"), "--at-step", "1e3", str(at)])
+    assert len(in_progress_table([tmp_path / "a", tmp_path / "b"])) == 2
 
 
 def test_the_documented_robustness_command_trains_the_cells_large_and_small_init_runs():
@@ -335,42 +391,41 @@ def test_the_cell_figure_legend_names_the_papers_values_when_the_first_panel_has
     assert "paper, depth 2 (>=)" not in labels and "symmetric: papers' cell" in labels
 
 
-def test_the_fitted_reading_rereads_the_cells_from_the_trajectories_and_refuses_runs_without_one(tmp_path, capsys):
-    papers = ("{1: 5, 2: 1, 3: -2, 4: -8}", "{'4,3': held_out, '3,4': 'shift:-6'}")
+def test_the_fitted_reading_rereads_the_cells_from_the_trajectories_and_refuses_runs_without_one(tmp_path):
     # seed 0 composes only before ID fits, then takes the mirror; seed 1 composes once fitted
     hist = {0: [(1000, 0.6, 0.8, 0.0), (2000, 1.0, 0.05, 0.9)], 1: [(1000, 0.95, 0.7, 0.1), (2000, 1.0, 0.6, 0.2)]}
     for seed, h in hist.items():
-        _fake_run(tmp_path / "a", 0.8, 2e-4, seed, *papers, (h[-1][2], max(e[2] for e in h)),
+        _fake_run(tmp_path / "a", 0.8, 2e-4, seed, *PAPERS, (h[-1][2], max(e[2] for e in h)),
                   (h[-1][3], max(e[3] for e in h)),
                   history=[{"step": s, "id_acc": i, "ood_inferential_acc": a, "ood_symmetric_acc": b}
                            for s, i, a, b in h])
-    out = tmp_path / "t.csv"
-    assert main([str(tmp_path / "a"), "--out", str(out), "--fitted"]) == 0
-    papers_cell = pd.read_csv(tmp_path / "t_cells.csv").iloc[0]
-    fitted = pd.read_csv(tmp_path / "t_cells_fitted.csv").iloc[0]
+    tables, files = _make([tmp_path / "a"], tmp_path / "t")
+    papers_cell, fitted = tables["cells"].iloc[0], tables["cells_fitted"].iloc[0]
     assert (papers_cell.inferential_best, papers_cell.symmetric_best) == ((0.8 + 0.7) / 2, (0.9 + 0.2) / 2)
     assert (fitted.inferential_best, fitted.symmetric_best) == ((0.05 + 0.7) / 2, (0.9 + 0.2) / 2)
     assert papers_cell.solution == "both" and fitted.solution == "memorizes"
     assert fitted.inferential_per_run == papers_cell.inferential_per_run   # the per-run rate reads final metrics
-    md = (tmp_path / "t_map_fitted.md").read_text()
+    md = files["map_fitted.md"].read_text()
     assert "only at evaluations with ID >= 0.9" in md and "| memorizes |" in md
-    assert (tmp_path / "t_fitted.png").stat().st_size > 5000   # its depth-2 figure, the bars named as this reading
-    assert "fitted reading (best only where ID >= 0.9)" in capsys.readouterr().out
-    assert not (tmp_path / "t_fig2_fitted.png").exists()   # one depth: no Fig. 2 under this reading either
+    assert files["fig2_cell_fitted.png"].stat().st_size > 5000   # its depth-2 figure, the bars named as this reading
+    assert "fig2_fitted.png" not in files   # one depth: no Fig. 2 under this reading either
     h = [(1000, 0.5, 0.9, 0.0), (2000, 0.95, 0.1, 0.8)]   # depth 3: composes only while ID is fitting
-    _fake_run(tmp_path / "a", 0.8, 2e-4, 0, *papers, (0.1, 0.9), (0.8, 0.8), sets=["model.n_layers=3"],
+    _fake_run(tmp_path / "a", 0.8, 2e-4, 0, *PAPERS, (0.1, 0.9), (0.8, 0.8), sets=["model.n_layers=3"],
               history=[{"step": s, "id_acc": i, "ood_inferential_acc": a, "ood_symmetric_acc": b} for s, i, a, b in h])
-    assert main([str(tmp_path / "a"), "--out", str(out), "--fitted"]) == 0
-    deep = pd.read_csv(tmp_path / "t_cells_fitted.csv").query("n_layers == 3").iloc[0]
+    tables, files = _make([tmp_path / "a"], tmp_path / "t2")
+    deep = tables["cells_fitted"].query("n_layers == 3").iloc[0]
     assert (deep.inferential_best, deep.symmetric_best) == (0.1, 0.8)
-    assert (tmp_path / "t_fig2_fitted.png").stat().st_size > 5000 and (tmp_path / "t_fig2.png").exists()
-    _fake_run(tmp_path / "b", 0.3, 2e-4, 0, *papers, (0.0, 0.1), (1.0, 1.0))   # a run without a history
+    assert files["fig2_fitted.png"].stat().st_size > 5000 and files["fig2.png"].exists()
+    _fake_run(tmp_path / "b", 0.3, 2e-4, 0, *PAPERS, (0.0, 0.1), (1.0, 1.0))   # a run without a history
+    both = run_table([tmp_path / "a", tmp_path / "b"])
     with pytest.raises(ConfigError, match="no trajectory"):
-        main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "u.csv"), "--fitted"])
+        fitted_rows(both, curve_table([tmp_path / "a", tmp_path / "b"]))
+    tables, _ = _make([tmp_path / "a", tmp_path / "b"], tmp_path / "u")
+    assert "cells_fitted" not in tables and len(tables["cells"])      # the maker leaves the fitted reading out
 
 
 def test_the_map_says_where_a_cells_seeds_ran_different_lrs():
-    from anchorlab.headline_map import cells_markdown
+    from anchorlab.reproduce.figures_fig2_map import cells_markdown
 
     base = dict(threshold=0.5, id_min=0.9, solution="memorizes", n_runs=14)
     cells = pd.DataFrame([cell_row(**base, lrs_min=4, lrs_max=5), cell_row(**base, op_set="b", lrs_min=5, lrs_max=5)])
@@ -381,13 +436,13 @@ def test_the_map_says_where_a_cells_seeds_ran_different_lrs():
 
 
 def test_the_map_counts_the_contrast_case_by_case_where_both_gammas_ran_the_same_seed_and_lr():
-    from anchorlab.headline import pair_table
-    from anchorlab.headline_map import pairs_markdown
+    from anchorlab.reproduce.figures_fig2_map import pairs_markdown
 
     def row(gamma, seed, lr, i, inf, sym, device="cpu: X", op="a"):
-        return dict(clock=0.5, n_layers=2, op_set=op, paper_gamma=gamma, peak_lr=lr, seed=seed, id_acc=i,
-                    inferential_final=inf, symmetric_final=sym, inferential_best=inf, symmetric_best=sym,
-                    id_best=i, status="finished", device=device)
+        return {"clock": 0.5, "model.n_layers": 2, "op_set": op, "paper_gamma": gamma, "peak_lr": lr, "seed": seed,
+                "final.id_acc": i, "final.ood_inferential_acc": inf, "final.ood_symmetric_acc": sym,
+                "best.ood_inferential_acc": inf, "best.ood_symmetric_acc": sym, "best.id_acc": i,
+                "status": "finished", "device": device}
 
     rows = pd.DataFrame([
         row(0.3, 0, 1e-4, 1.0, 0.0, 0.9), row(0.8, 0, 1e-4, 1.0, 0.8, 0.0),     # contrast
