@@ -33,6 +33,16 @@ from typing import Mapping
 import pandas as pd
 
 from ..config import ConfigError
+from ..tasks.anchor.opsets import OpSet, op_set_properties
+
+RUN_COLUMNS = ["op_set", "held_out", "paper_gamma", "peak_lr", "seed", "id_acc", "inferential_final", "inferential_best",
+               "symmetric_final", "symmetric_best", "steps_to_id_fit", "inferential_at_fit", "symmetric_at_fit",
+               "mirror_takeover_step", "takeover_after_fit", "outcome", "step_gap", "offset", "offset_over_sd",
+               "mirror_farther", "clock", "precision", "device", "wall_seconds", "run_id"]
+FROM_RUN_TABLE = {"final.id_acc": "id_acc", "final.ood_inferential_acc": "inferential_final",
+                  "best.ood_inferential_acc": "inferential_best", "final.ood_symmetric_acc": "symmetric_final",
+                  "best.ood_symmetric_acc": "symmetric_best"}
+
 
 HYPOTHESES: dict[str, tuple[str, str]] = {    # name -> (what O1 does, what O2 does)
     "H1 (step gap)": ("memorizes", "composes"),
@@ -79,6 +89,27 @@ def outcome(id_acc: float, inferential_final: float, symmetric_final: float, inf
     return "composed on the way" if inferential_best >= threshold else "neither"
 
 
+def crossing_rows(rows: pd.DataFrame, curves: pd.DataFrame, id_min: float = 0.9, threshold: float = 0.5) -> pd.DataFrame:
+    """The run table (:func:`anchorlab.sweep.runtable.run_table`) and its curves -> :data:`RUN_COLUMNS`, one row per
+    run, in the order (op set, paper gamma, peak lr, seed). The fit timing comes from the curves where the run has
+    one, else from the row (a committed table carries it)."""
+    t = rows.rename(columns={k: v for k, v in FROM_RUN_TABLE.items() if k in rows.columns})
+    timing = fit_timing(curves[curves.run_id.isin(set(t.run_id))], id_min, threshold) if len(curves) else None
+    if timing is not None and len(timing):
+        keep = [c for c in timing.columns if c != "run_id"]
+        t = t.drop(columns=[c for c in keep if c in t.columns]).merge(timing, on="run_id", how="left")
+    ops = {label: OpSet.from_label(label) for label in t.op_set.unique()}
+    props = pd.DataFrame([{"op_set": label, "held_out": "({},{})".format(*o.held_out), **op_set_properties(o)}
+                          for label, o in ops.items()])
+    t = t.drop(columns=[c for c in props.columns if c != "op_set" and c in t.columns]).merge(props, on="op_set")
+    t["outcome"] = [outcome(*v, id_min=id_min, threshold=threshold) for v in
+                    zip(t.id_acc, t.inferential_final, t.symmetric_final, t.inferential_best)]
+    for c in RUN_COLUMNS:
+        if c not in t.columns:
+            t[c] = float("nan")
+    return t[RUN_COLUMNS].sort_values(["op_set", "paper_gamma", "peak_lr", "seed"]).reset_index(drop=True)
+
+
 def op_set_counts(runs: pd.DataFrame, id_min: float = 0.9, threshold: float = 0.5) -> pd.DataFrame:
     """Per (op set, paper gamma): ``n_runs``, ``n_unfit``, ``n_memorize`` (fitted, final symmetric >= threshold),
     ``n_compose_final`` (fitted, final inferential >= threshold), ``n_compose_on_way`` (inferential_best >= threshold,
@@ -119,3 +150,52 @@ def crossing_verdict(runs: pd.DataFrame, o1: str, o2: str, small_gamma: float = 
         hit = [h for h, (a, b) in HYPOTHESES.items() if (read["O1"], read["O2"]) == (a, b)]
         verdict = hit[0] if hit else "none of the hypotheses"
     return {"O1": read["O1"], "O2": read["O2"], "verdict": verdict}
+
+
+PROPERTIES = ("step_gap", "offset_over_sd", "mirror_farther", "abs_offset", "small_fit_steps")
+
+
+def op_set_outcomes(runs: pd.DataFrame, large: float = 0.3, small: float = 0.8) -> pd.DataFrame:
+    """:func:`crossing_rows` -> one row per op set: its properties (``abs_offset``; ``small_fit_steps``, the small
+    init's median steps to ID 0.9, a run-level property: H4's clock), per init the runs and their outcomes
+    (``small_compose``: fitted and final inferential >= 0.5; ``small_on_way``: inferential >= 0.5 at some evaluation;
+    ``*_memorize``; ``small_unfit``), the papers' cell at the one peak (mean over seeds of each run's best over
+    training: ``small_inferential_cell``, ``large_symmetric_cell``) and, in at least half of the runs, ``small_composes``,
+    ``small_composes_on_way``, ``large_memorizes`` and ``contrast`` (both of the first and last)."""
+    out = []
+    for label, t in runs.groupby("op_set", sort=False):
+        s, lg = t[t.paper_gamma.round(6) == round(small, 6)], t[t.paper_gamma.round(6) == round(large, 6)]
+        row = {"op_set": label, **{p: float(t[p].iloc[0]) for p in ("step_gap", "offset_over_sd", "mirror_farther")},
+               "abs_offset": abs(float(t.offset.iloc[0])), "small_fit_steps": float(s.steps_to_id_fit.median()),
+               "n_small": len(s), "small_compose": int((s.outcome == "composes").sum()),
+               "small_on_way": int((s.inferential_best >= 0.5).sum()),
+               "small_memorize": int((s.outcome == "memorizes").sum()), "small_unfit": int((s.outcome == "unfit").sum()),
+               "n_large": len(lg), "large_memorize": int((lg.outcome == "memorizes").sum()),
+               "small_inferential_cell": float(s.inferential_best.mean()),
+               "large_symmetric_cell": float(lg.symmetric_best.mean())}
+        row["small_composes"] = bool(len(s)) and 2 * row["small_compose"] >= len(s)
+        row["small_composes_on_way"] = bool(len(s)) and 2 * row["small_on_way"] >= len(s)
+        row["large_memorizes"] = bool(len(lg)) and 2 * row["large_memorize"] >= len(lg)
+        row["contrast"] = row["small_composes"] and row["large_memorizes"]
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def property_aucs(op_sets: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Per property of :data:`PROPERTIES` and per label (``small_composes``, ``small_composes_on_way``): the AUC of the
+    property for the label over op sets, with a bootstrap interval that resamples op sets within each class
+    (:func:`anchorlab.analysis.auc.bootstrap_auc`); ``n_op_sets`` and ``n_positive`` say what it rests on. AUC > 0.5:
+    larger values go with composing. Rows sorted by label, then by distance from 0.5."""
+    from ..analysis.auc import bootstrap_auc
+
+    rows = []
+    for label in ("small_composes", "small_composes_on_way"):
+        for p in PROPERTIES:
+            ok = op_sets[p].notna()
+            y = op_sets.loc[ok, label].astype(bool)
+            auc, lo, hi = bootstrap_auc(op_sets.loc[ok, p].to_numpy(float), y.to_numpy(), n_boot=n_boot, seed=seed)
+            rows.append({"property": p, "label": label, "auc": auc, "auc_lo": lo, "auc_hi": hi,
+                         "n_op_sets": int(ok.sum()), "n_positive": int(y.sum())})
+    t = pd.DataFrame(rows)
+    return (t.assign(_d=-(t.auc - 0.5).abs()).sort_values(["label", "_d"], kind="stable")
+            .drop(columns="_d").reset_index(drop=True))

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..eval.crossing import RUN_COLUMNS, crossing_rows
 from ..tasks.anchor.opsets import OpSet
 from .registry import Claim, Figure, Made, register, value
 
@@ -27,41 +28,6 @@ if TYPE_CHECKING:
 
 O1 = OpSet({1: 5, 2: 1, 3: -2, 4: -8}, (3, 2), -5)
 O2 = OpSet({1: -2, 2: 3, 3: 1, 4: -5}, (4, 2), 3)
-RUN_COLUMNS = ["op_set", "held_out", "paper_gamma", "peak_lr", "seed", "id_acc", "inferential_final", "inferential_best",
-               "symmetric_final", "symmetric_best", "steps_to_id_fit", "inferential_at_fit", "symmetric_at_fit",
-               "mirror_takeover_step", "takeover_after_fit", "outcome", "step_gap", "offset", "offset_over_sd",
-               "mirror_farther", "clock", "precision", "device", "wall_seconds", "run_id"]
-FROM_RUN_TABLE = {"final.id_acc": "id_acc", "final.ood_inferential_acc": "inferential_final",
-                  "best.ood_inferential_acc": "inferential_best", "final.ood_symmetric_acc": "symmetric_final",
-                  "best.ood_symmetric_acc": "symmetric_best"}
-
-
-def crossing_rows(rows: pd.DataFrame, curves: pd.DataFrame, id_min: float = 0.9, threshold: float = 0.5) -> pd.DataFrame:
-    """The run table (:func:`anchorlab.sweep.runtable.run_table`) and its curves -> :data:`RUN_COLUMNS`, one row per
-    run, in the order (op set, paper gamma, peak lr, seed). The fit timing comes from the curves where the run has
-    one, else from the row (a committed table carries it)."""
-    import pandas as pd
-
-    from ..eval.crossing import fit_timing, outcome
-    from ..tasks.anchor.opsets import op_set_properties
-
-    t = rows.rename(columns={k: v for k, v in FROM_RUN_TABLE.items() if k in rows.columns})
-    timing = fit_timing(curves[curves.run_id.isin(set(t.run_id))], id_min, threshold) if len(curves) else None
-    if timing is not None and len(timing):
-        keep = [c for c in timing.columns if c != "run_id"]
-        t = t.drop(columns=[c for c in keep if c in t.columns]).merge(timing, on="run_id", how="left")
-    ops = {label: OpSet.from_label(label) for label in t.op_set.unique()}
-    props = pd.DataFrame([{"op_set": label, "held_out": "({},{})".format(*o.held_out), **op_set_properties(o)}
-                          for label, o in ops.items()])
-    t = t.drop(columns=[c for c in props.columns if c != "op_set" and c in t.columns]).merge(props, on="op_set")
-    t["outcome"] = [outcome(*v, id_min=id_min, threshold=threshold) for v in
-                    zip(t.id_acc, t.inferential_final, t.symmetric_final, t.inferential_best)]
-    for c in RUN_COLUMNS:
-        if c not in t.columns:
-            t[c] = float("nan")
-    return t[RUN_COLUMNS].sort_values(["op_set", "paper_gamma", "peak_lr", "seed"]).reset_index(drop=True)
-
-
 def make_cross(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, threshold: float = 0.5) -> Made:
     """The run table -> the tables and files of the module docstring."""
     import pandas as pd

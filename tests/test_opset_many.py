@@ -1,0 +1,49 @@
+"""The many-op-set study: its preset is the generator's first 12 op sets; op-set outcomes and property AUCs."""
+
+import math
+
+import pandas as pd
+import yaml
+
+from anchorlab.eval.crossing import op_set_outcomes, property_aucs
+from anchorlab.sweep.grid import resolve_sweep
+from anchorlab.tasks.anchor.opsets import OpSet, random_op_sets
+
+
+def test_the_preset_holds_the_generators_first_twelve_op_sets():
+    spec = yaml.safe_load(resolve_sweep("opset_many_cpu").read_text())
+    group = next(g for g in spec["zip"] if "task.anchors" in g)
+    ops = random_op_sets(12, seed=0)
+    assert [dict(a) for a in group["task.anchors"]] == [o.anchors for o in ops]
+    assert group["task.pair_rules"] == [o.task_overrides()["task.pair_rules"] for o in ops]
+
+
+def _runs(spec):
+    """spec: op set -> (gap, small outcomes, large outcomes); one row per run as crossing_rows writes them."""
+    rows = []
+    for i, (gap, small, large) in enumerate(spec):
+        label = OpSet({1: 5, 2: 1, 3: -2, 4: -8 - i}, (4, 3), -6).label
+        for g, outs in ((0.8, small), (0.3, large)):
+            for o in outs:
+                rows.append({"op_set": label, "paper_gamma": g, "outcome": o, "step_gap": gap, "offset_over_sd": 1.0,
+                             "mirror_farther": 0.0, "offset": 4.0, "steps_to_id_fit": 1000.0 * gap,
+                             "inferential_best": 0.7 if o in ("composes", "composed on the way") else 0.1,
+                             "symmetric_best": 0.9 if o == "memorizes" else 0.1})
+    return pd.DataFrame(rows)
+
+
+def test_op_set_outcomes_and_a_property_that_separates_them():
+    runs = _runs([(6, ["composes", "composes"], ["memorizes", "memorizes"]),
+                  (8, ["composes", "memorizes"], ["memorizes", "neither"]),
+                  (2, ["memorizes", "memorizes"], ["memorizes", "memorizes"]),
+                  (3, ["unfit", "composed on the way"], ["memorizes", "memorizes"])])
+    ops = op_set_outcomes(runs)
+    assert list(ops.contrast) == [True, True, False, False]
+    assert list(ops.small_composes_on_way) == [True, True, False, True]
+    assert ops.small_unfit.tolist() == [0, 0, 0, 1]
+    a = property_aucs(ops, n_boot=200).set_index(["label", "property"])
+    assert a.loc[("small_composes", "step_gap"), "auc"] == 1.0          # gaps 6, 8 compose; 2, 3 do not
+    assert a.loc[("small_composes", "small_fit_steps"), "auc"] == 1.0
+    assert a.loc[("small_composes", "step_gap"), "n_op_sets"] == 4
+    assert math.isnan(a.loc[("small_composes", "offset_over_sd"), "auc"]) is False
+    assert a.loc[("small_composes", "offset_over_sd"), "auc"] == 0.5      # the same value everywhere: ties
