@@ -139,13 +139,27 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
     sp = command("reproduce", "reproduce a paper figure: sweep + analyses + figure + paper values")
     sp.add_argument("figure", nargs="?", help="figure id (see --list)")
     sp.add_argument("--list", action="store_true", help="list the figures, their runs and estimated compute")
-    sp.add_argument("--scale", default="cpu", choices=["cpu", "paper"], help="the figure's CPU or paper-scale sweep")
+    sp.add_argument("--scale", default="cpu", choices=["demo", "cpu", "paper"],
+                    help="the figure's sweep: demo (a fast look), cpu (default) or paper scale; --list shows which "
+                         "a figure has and their rules")
     sp.add_argument("--out", help="output directory (default: runs/reproduce/<figure>-<scale>)")
     execution(sp)
     overrides(sp, "extra override for every run of the figure's sweep (e.g. train.epochs=2)")
-    sp.add_argument("--dry-run", action="store_true", help="list the runs without training")
+    sp.add_argument("--clock", choices=["0.5", "1", "2"],
+                    help="the optimizer clock as a fraction of the paper's 92,190 steps (figures with a --clock "
+                         "option, e.g. neurips-fig2; default: the figure's, 0.5)")
+    sp.add_argument("--lrs", choices=["range", "nine"],
+                    help="the peak lrs: the grid's three inside the paper's corrected range, or the paper's own "
+                         "nine inside it (figures with an --lrs option, e.g. neurips-fig2; default: range)")
+    sp.add_argument("--from-table", action="append", default=[], metavar="CSV",
+                    help="a committed run table (e.g. docs/figures/fig2_cell_cpu.csv) whose rows join the runs of "
+                         "OUT/sweep (a run found there wins); with --no-train it redraws a committed figure; "
+                         "repeatable")
+    sp.add_argument("--dry-run", action="store_true",
+                    help="list the runs, the estimated hours on this machine and the scale rule; train nothing")
     sp.add_argument("--no-train", action="store_true",
-                    help="draw the figure from the completed runs OUT/sweep already holds; train nothing")
+                    help="draw the figure from the completed runs OUT/sweep already holds (and the --from-table "
+                         "rows); train nothing")
     no_progress(sp)
     sp.set_defaults(fn=handlers["reproduce"])
 

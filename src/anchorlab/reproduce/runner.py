@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import ConfigError
@@ -92,19 +92,22 @@ def describe_options(fig: Figure) -> str:
                      for o in fig.options)
 
 
-def dry_run_text(fig: Figure, scale: str, spec: Mapping[str, Any], sweep_dir: Path, workers: int = 2) -> str:
-    """The runs a reproduce would train (one per line, with their action in ``sweep_dir``), the estimated
-    compute of those still to train on this machine, and the figure's rule at this scale."""
+def dry_run_text(fig: Figure, scale: str, spec: Mapping[str, Any], sweep_dir: Path, workers: int = 2,
+                 done_elsewhere: Collection[str] = ()) -> str:
+    """The runs a reproduce would train (one per line, with their action in ``sweep_dir``; a run that a
+    committed table holds, ``done_elsewhere``, is skipped), the estimated compute of those still to train on
+    this machine, and the figure's rule at this scale."""
     from ..sweep.grid import expand
     from ..sweep.runner import plan_sweep
 
-    plan = plan_sweep(spec, sweep_dir)
+    plan = plan_sweep(spec, sweep_dir, done_elsewhere=done_elsewhere)
     todo = set(plan.run_id[plan.action != "skip"]) if len(plan) else set()
     cfgs = [r.config for r in expand(spec) if r.run_id in todo]
     c = sweep_compute(cfgs, workers)
+    held = int((plan.status == "elsewhere").sum()) if len(plan) else 0
     lines = [plan.to_string(index=False) if len(plan) else "(no runs)", "",
-             f"{len(plan)} runs, {len(todo)} to train; {describe_compute(c) if cfgs else 'nothing to train'} "
-             f"({workers} worker{'s' * (workers != 1)})"]
+             f"{len(plan)} runs, {len(todo)} to train" + (f" ({held} held by the committed tables)" if held else "")
+             + f"; {describe_compute(c) if cfgs else 'nothing to train'} ({workers} worker{'s' * (workers != 1)})"]
     if fig.rules.get(scale):
         lines.append(f"scale rule ({scale}): {fig.rules[scale]}")
     if fig.options:
@@ -199,8 +202,11 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
     for t in from_tables:
         if not Path(t).is_file():
             raise ConfigError(f"--from-table {t}: no such file (a committed run table CSV)")
+    from ..sweep.results import done_ids
+
+    done = done_ids(from_tables)   # runs a committed table holds: never trained again
     if dry_run:
-        print(dry_run_text(fig, scale, spec, sweep_dir, workers or 2))
+        print(dry_run_text(fig, scale, spec, sweep_dir, workers or 2, done))
         return {}
     if not train and not (sweep_dir / "runs").is_dir() and not from_tables:
         raise ConfigError(f"--no-train: {sweep_dir} holds no runs; run the figure without --no-train, put "
@@ -210,12 +216,13 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
         require_extra(fig.extra, f"reproduce {figure}")
     out.mkdir(parents=True, exist_ok=True)
 
-    def done(run, status: str) -> None:
+    def report(run, status: str) -> None:
         if progress:
             print(f"  run {run.run_id} {run.values}: {status}", flush=True)
 
     if train:
-        df = run_sweep(spec, sweep_dir, executor=executor, max_workers=workers, on_result=done)
+        df = run_sweep(spec, sweep_dir, executor=executor, max_workers=workers, on_result=report,
+                       done_elsewhere=done)
         bad = df.drop_duplicates("run_id")
         bad = bad[bad.status.isin(["failed"])]
         if len(bad):
