@@ -7,6 +7,7 @@ import pytest
 
 from anchorlab.cli import main
 from anchorlab.reproduce import FIGURES, figure_spec
+from anchorlab.reproduce.runner import SCALES
 
 TINY = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024", "task.n_eval_per_group=16",
         "train.batch_size=256", "train.epochs=1", "train.eval_every=2"]
@@ -16,11 +17,19 @@ REQUIRED = ["neurips-fig2", "neurips-fig3", "neurips-fig4", "neurips-fig5", "neu
             "journal-fig10", "journal-fig7c", "journal-fig7e", "journal-fig7a-matched", "journal-fig7b-matched"]
 
 
-def test_every_figure_with_data_is_registered_with_both_scales():
-    assert set(REQUIRED) <= set(FIGURES)
+STUDIES = ["journal-gamma-wd", "journal-wd-rescue", "study-predictors"]   # the CPU studies, registered as figures
+
+
+def test_every_figure_with_data_is_registered_with_its_scales():
+    assert set(REQUIRED + STUDIES) <= set(FIGURES)
     for fid, fig in FIGURES.items():
-        assert {"cpu", "paper"} <= set(fig.sweeps), fid
+        assert "cpu" in fig.sweeps, fid
+        # a paper figure has its paper scale; a CPU study (paper "study", or a note saying so) may have none
+        assert "paper" in fig.sweeps or fig.paper == "study" or "cpu only" in fig.notes, fid
         assert fig.shows and fig.claims, fid
+        assert (fig.make is None) != (fig.tables is None), fid
+    assert {"demo", "cpu", "paper"} == set(FIGURES["neurips-fig2"].sweeps)
+    assert all(FIGURES[f].tables is not None for f in ["neurips-fig2", *STUDIES])   # they read the run table
 
 
 def test_list_prints_runs_and_compute_per_scale(capsys, shared_datasets, monkeypatch):
@@ -30,7 +39,9 @@ def test_list_prints_runs_and_compute_per_scale(capsys, shared_datasets, monkeyp
     for fid in REQUIRED:
         assert fid in out
     assert "1134 runs" in out                      # fig2 at paper scale: 7 gammas x 6 depths x 9 lrs x 3 seeds
-    assert "16 runs" in out and "h on this CPU" in out and "h on one GPU" in out
+    assert "  108 runs" in out and "    8 runs" in out   # fig2 at cpu scale (3 gammas x 4 depths x 3 lrs x 3 seeds), demo
+    assert "h on this CPU" in out and "h on one GPU" in out
+    assert "options: --clock 0.5|1|2 (default 0.5; cpu)" in out
 
 
 def test_paper_scale_specs_expand_to_the_papers_grids():
@@ -42,35 +53,72 @@ def test_paper_scale_specs_expand_to_the_papers_grids():
     assert {r.config.model.d_model for r in runs} == {400}
 
 
-def test_reproduce_fig2_end_to_end_at_cpu_scale_reduced(tmp_path, capsys):
+def test_reproduce_fig2_end_to_end_at_demo_scale_reduced(tmp_path, capsys):
     out = tmp_path / "fig2"
-    args = ["reproduce", "neurips-fig2", "--scale", "cpu", "--out", str(out), "--executor", "inprocess",
+    args = ["reproduce", "neurips-fig2", "--scale", "demo", "--out", str(out), "--executor", "inprocess",
             "--no-progress"]
     for s in TINY:
         args += ["--set", s]
     assert main(args) == 0
-    for f in ("fig2.png", "fig2.pdf", "cells.csv", "paper_vs_ours.csv", "README.md", "sweep/results.sqlite"):
+    for f in ("fig2.png", "fig2_cell.png", "cells.csv", "runs.csv", "seeds.csv", "pairs.csv", "cells_fitted.csv",
+              "map.md", "paper_vs_ours.csv", "README.md", "sweep/results.sqlite"):
         assert (out / f).exists(), f
     assert (out / "fig2.png").stat().st_size > 5000
     cells = pd.read_csv(out / "cells.csv")
-    assert len(cells) == 8 and {"ood_symmetric_acc", "ood_inferential_acc", "phase"} <= set(cells.columns)
+    assert len(cells) == 4 and set(cells.paper_gamma) == {0.3, 0.8} and set(cells.n_layers) == {1, 2}
+    assert {"inferential_best", "symmetric_best", "inferential_final", "inferential_per_run", "solution"} <= set(cells)
+    assert (cells.n_seeds == 2).all() and (cells.lrs == "all").all()     # the demo's one peak lies outside the range
     claims = pd.read_csv(out / "paper_vs_ours.csv")
-    assert len(claims) == 3 and claims.paper.notna().all()
-    ours = pd.to_numeric(claims.ours, errors="coerce")
-    assert ours.between(0, 1).all()                 # accuracies and a fraction, all computed
+    assert len(claims) == 8 and claims.paper.notna().all()
+    ours = pd.to_numeric(claims.ours, errors="coerce").dropna()
+    assert len(ours) == 7 and ours.between(0, 1).all()                 # accuracies and fractions, all computed
     readme = (out / "README.md").read_text()
-    assert "| claim | paper | ours |" in readme and "16 runs" in readme
+    assert "| claim | paper | ours |" in readme and "8 runs" in readme and "Scale rule (demo): a fast look" in readme
     # a second call trains nothing new
     assert main(args) == 0
-    assert len(list((out / "sweep" / "runs").iterdir())) == 16
-    # --no-train with other settings: the figure is redrawn from the 16 runs there, nothing is trained
+    assert len(list((out / "sweep" / "runs").iterdir())) == 8
+    # --no-train with other settings: the figure is redrawn from the 8 runs there, nothing is trained
     (out / "fig2.png").unlink()
     assert main([*args, "--set", "train.epochs=3", "--no-train"]) == 0
-    assert len(list((out / "sweep" / "runs").iterdir())) == 16 and (out / "fig2.png").exists()
-    assert "16 completed runs found" in (out / "README.md").read_text()
+    assert len(list((out / "sweep" / "runs").iterdir())) == 8 and (out / "fig2.png").exists()
+    assert "8 completed runs found" in (out / "README.md").read_text()
+    # a partly run sweep merges with committed rows: the runs a committed table holds are never trained again
+    committed = pd.read_csv(out / "runs.csv")
+    committed.iloc[:6].to_csv(tmp_path / "committed.csv", index=False)
+    again = tmp_path / "again"
+    assert main([*(a if a != str(out) else str(again) for a in args), "--from-table", str(tmp_path / "committed.csv")]) == 0
+    assert len(list((again / "sweep" / "runs").iterdir())) == 2        # only the 2 runs the table lacks
+    pd.testing.assert_frame_equal(pd.read_csv(again / "cells.csv"), cells)
+    assert "6 committed rows from" in (again / "README.md").read_text()
     capsys.readouterr()
     assert main(["reproduce", "neurips-fig2", "--out", str(tmp_path / "empty"), "--no-train"]) == 2
     assert "--no-train" in capsys.readouterr().err and not (tmp_path / "empty" / "sweep").exists()
+
+
+def test_the_committed_fig2_table_redraws_its_cells_without_training(tmp_path, capsys):
+    from pathlib import Path
+
+    committed = Path(__file__).resolve().parents[1] / "docs" / "figures" / "fig2_cell_cpu.csv"
+    out = tmp_path / "redraw"
+    assert main(["reproduce", "neurips-fig2", "--from-table", str(committed), "--no-train", "--out", str(out)]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(out / "cells.csv"), pd.read_csv(committed.with_name("fig2_cell_cpu_cells.csv")),
+                                  check_exact=True)
+    assert not (out / "sweep").exists() and len(pd.read_csv(out / "runs.csv")) == 262
+    assert (out / "fig2.png").stat().st_size > 5000 and (out / "map_fitted.md").exists()
+    claims = pd.read_csv(out / "paper_vs_ours.csv").set_index("claim")
+    assert claims.ours.str.fullmatch("memorizes / composes").sum() == 1   # depth 2 at 1/2x, the papers' op set
+    capsys.readouterr()
+    assert main(["reproduce", "neurips-fig2", "--dry-run", "--from-table", str(committed), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "108 runs, 45 to train (63 held by the committed tables)" in text and "h on this CPU" in text
+    assert "scale rule (cpu): std-matched" in text and "elsewhere" in text
+    assert main(["reproduce", "neurips-fig2", "--dry-run", "--clock", "2", "--out", str(tmp_path / "c2")]) == 0
+    assert "108 runs, 108 to train" in capsys.readouterr().out
+    assert main(["reproduce", "journal-fig3", "--from-table", str(committed), "--no-train", "--out", str(out)]) == 2
+    assert "--from-table: figure journal-fig3 is drawn from its sweep directory only" in capsys.readouterr().err
+    assert main(["reproduce", "neurips-fig2", "--from-table", str(tmp_path / "no.csv"), "--no-train", "--out",
+                 str(out)]) == 2
+    assert "no.csv: no such file" in capsys.readouterr().err
 
 
 def test_unknown_figure_and_scale_are_one_line_errors(capsys):
@@ -84,7 +132,7 @@ def test_a_claim_that_cannot_be_computed_is_nan_not_a_crash():
     from anchorlab.reproduce.runner import claims_table
 
     t = claims_table(FIGURES["neurips-fig2"], {"cells": pd.DataFrame({"x": [1]})})
-    assert len(t) == 3 and all(isinstance(v, float) and math.isnan(v) for v in t.ours)
+    assert len(t) == 8 and all(isinstance(v, float) and math.isnan(v) for v in t.ours)
 
 
 def test_list_is_quick_never_prints_nan_states_its_rates_and_downloads_nothing(capsys, tmp_path, monkeypatch):
@@ -143,7 +191,7 @@ def test_list_imports_neither_torch_nor_pandas_and_prints_what_it_printed_with_t
     for fid, fig in FIGURES.items():
         i = next(k for k, line in enumerate(lines) if line.startswith(f"{fid} "))
         scales = [line.split()[0] for line in lines[i + 1:i + 1 + len(fig.sweeps)]]
-        assert scales == [s for s in ("cpu", "paper") if s in fig.sweeps], fid
+        assert scales == [s for s in SCALES if s in fig.sweeps], fid
     assert "1134 runs" in out and "h on this CPU" in out and "h on one GPU" in out
     assert "nan" not in out.lower()
 

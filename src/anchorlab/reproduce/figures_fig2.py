@@ -114,11 +114,11 @@ def _figures(cells: pd.DataFrame, fitted: pd.DataFrame | None, runs: pd.DataFram
 def _main(cells: pd.DataFrame) -> pd.DataFrame:
     """The cells the claims read: the papers' op set under the lr-range reading (every peak where a cell has
     no range reading), at the clock and kind of device with the most such cells."""
-    t = cells[cells.paper_gamma.notna()]
-    if "op_set" in t and (t.op_set == PAPERS_OP_SET).any():
-        t = t[t.op_set == PAPERS_OP_SET]
-    if "lrs" in t and (t.lrs != "all").any():
-        t = t[t.lrs != "all"]
+    t = cells[cells["paper_gamma"].notna()]   # a table without the column: KeyError, a claim NaN
+    if "op_set" in t and (t["op_set"] == PAPERS_OP_SET).any():
+        t = t[t["op_set"] == PAPERS_OP_SET]
+    if "lrs" in t and (t["lrs"] != "all").any():
+        t = t[t["lrs"] != "all"]
     for key in ("clock", "devices"):
         if key in t and len(t):
             t = t[t[key] == t[key].value_counts().idxmax()]
@@ -126,18 +126,18 @@ def _main(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def _at(gamma: float, deep: bool = True):
-    return lambda c: (c.paper_gamma == gamma) & ((c.n_layers >= 2) if deep else (c.n_layers == 2))
+    return lambda c: (c["paper_gamma"] == gamma) & ((c["n_layers"] >= 2) if deep else (c["n_layers"] == 2))
 
 
 def _solutions(cells: pd.DataFrame) -> str:
     t = _main(cells)
-    sol = {g: t[_at(g, deep=False)(t)].solution for g in (0.3, 0.8)}
+    sol = {g: t[_at(g, deep=False)(t)]["solution"] for g in (0.3, 0.8)}
     return " / ".join(str(s.iloc[0]) if len(s) else "n/a" for s in sol.values())
 
 
 def _unfit_share(cells: pd.DataFrame) -> float:
     t = _main(cells)
-    return float((t.id_best < 0.9).mean()) if len(t) else math.nan
+    return float((t["id_best"] < 0.9).mean()) if len(t) else math.nan
 
 
 def _main_value(name: str, column: str, gamma: float):

@@ -210,7 +210,7 @@ def run_table(sources: Sequence[str | Path], statuses: Sequence[str] = COMPLETED
         return pd.DataFrame(columns=[*HEAD, "run_dir"])
     out = pd.concat(frames, ignore_index=True)
     head = [c for c in HEAD if c in out.columns]
-    return out[head + [c for c in out.columns if c not in head]]
+    return out[head + [c for c in out.columns if c not in head]].copy()   # one block per dtype, not one per column
 
 
 def curves_of(finals: Sequence[Mapping[str, Any]]) -> "pd.DataFrame":
