@@ -42,17 +42,17 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
      "frozen dataclasses <-> YAML, one-line errors; optional packages; the data cache"),
     ("model", ("model",), "transformer with hook points, KV cache, init rate, parameter roles"),
     ("tasks", ("tasks",), "the Task protocol and the task families: data, loss, evaluation"),
-    ("eval", ("eval",), "the phase rules and the ID / OOD metric vocabulary figures read"),
+    ("eval", ("eval",), "the judgement: a run's solution, the papers' cell, the Fig. 2 cells and lr readings, the "
+                        "case-by-case contrast, the gamma x wd grid, the phase rules and the metric vocabulary"),
     ("plots", ("plots",), "figures only: tables in, matplotlib Figure out, one saver"),
     ("train", ("train", "tracking"), "the one run lifecycle, single and stacked loops, checkpoints, tracking"),
     ("analysis", ("analysis",), "pure analyses of runs -> tables; the analysis registry"),
-    ("sweep", ("sweep",), "grid, runner, executors, the results store, aggregation, reading a sweep back"),
+    ("sweep", ("sweep",), "grid, runner, executors, the results store, aggregation, reading a sweep back, the run "
+                          "table (run dirs, sweep dirs and committed CSVs -> one row per run)"),
     ("report", ("report", "report_page"), "a sweep's HTML page"),
-    ("reproduce", ("reproduce",), "paper figures: sweep per scale -> maker -> figure and claims"),
-    ("studies", ("robustness", "demo", "headline", "headline_map", "lr_readings", "predictor_study", "gamma_wd",
-                 "bench"),
-     "the robustness study, the CPU demo, the Fig. 2 cell tables (their lr readings, their Markdown map), the "
-     "predictor study, the gamma x wd grid, the training benchmark"),
+    ("reproduce", ("reproduce",), "paper figures and the CPU studies: sweep per scale -> run table or sweep dir "
+                                  "-> maker -> figure and claims"),
+    ("studies", ("robustness", "demo", "bench"), "the robustness study, the CPU demo, the training benchmark"),
     ("entry", ("cli", ""), "the command line and the public API"),
 ]
 

@@ -11,6 +11,8 @@ The public API (stable for notebooks and scripts)::
     logits, cache = run.model.run_with_cache(tokens)          # every tensor by hook name
     table = apply_init_rate(torch.nn.Linear(16, 4), gamma=0.7, seed=0)   # any torch module
     df = run_sweep("fig2_cpu", "runs/fig2")
+    rows = run_table(["runs/fig2", "docs/figures/fig2_cell_cpu.csv"])   # one row per run: dirs and committed CSVs
+    cells = cell_table(rows)                                  # the papers' cell beside the per-run rate
 
 (README.md has a version of this that runs as pasted in under a minute.)
 
@@ -42,6 +44,11 @@ _API = {
     "build_task": "anchorlab.tasks.base:build_task",
     "run_analysis": "anchorlab.analysis.registry:run_analysis",
     "reproduce": "anchorlab.reproduce:reproduce",
+    "run_table": "anchorlab.sweep.runtable:run_table",
+    "curve_table": "anchorlab.sweep.runtable:curve_table",
+    "cell_table": "anchorlab.eval.cells:cell_table",
+    "paper_cells": "anchorlab.eval.judgement:paper_cells",
+    "outcome": "anchorlab.eval.solution:outcome",
 }
 
 __all__ = ["__version__", "evaluate", *_API]
@@ -78,10 +85,14 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover
     from .analysis.registry import run_analysis
     from .config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
+    from .eval.cells import cell_table
+    from .eval.judgement import paper_cells
+    from .eval.solution import outcome
     from .model.init import apply_init_rate
     from .model.transformer import build_model
     from .reproduce import reproduce
     from .sweep.runner import run_sweep
+    from .sweep.runtable import curve_table, run_table
     from .tasks.base import EvalResult, Task, build_task
     from .train import RunResult, load_run, train
     from .train.stacked import train_stack
