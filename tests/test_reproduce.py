@@ -214,3 +214,31 @@ def test_cpu_hours_use_the_bf16_rate_only_where_the_run_resolves_to_bf16():
     # half the FLOPs at the bf16 rate, half at the float32 rate
     assert with_units["cpu_hours"] / without["cpu_hours"] == pytest.approx((1 / CPU_BF16_FLOPS + 1 / CPU_FLOPS)
                                                                          / (2 / CPU_FLOPS))
+
+
+def test_a_figure_has_exactly_one_maker_and_options_change_its_spec_or_refuse():
+    from anchorlab.config import ConfigError
+    from anchorlab.reproduce.registry import Figure, Option
+    from anchorlab.reproduce.runner import apply_options
+
+    with pytest.raises(ValueError, match="exactly one of make"):
+        Figure("x", "study", "n", "s", {"cpu": "fig2_demo"})
+    with pytest.raises(ValueError, match="exactly one of make"):
+        Figure("x", "study", "n", "s", {"cpu": "fig2_demo"}, make=lambda *a: ({}, {}), tables=lambda *a: ({}, {}))
+    with pytest.raises(ValueError, match="default 'c' is not one of"):
+        Option("o", {"a": {}}, "c", "help")
+    opt = Option("width", {"small": {"model.d_model": 64}, "peaks": {"init.gamma": [0.3]}}, "small", "h")
+    fig = Figure("x", "study", "n", "s", {"cpu": "fig2_demo", "paper": "fig2_paper"}, tables=lambda *a: ({}, {}),
+                 options=(opt,))
+    spec = {"set": [], "axes": {"init.gamma": [0.3, 0.8]}, "zip": [{"train.init_seed": [0, 1]}]}
+    assert apply_options(fig, "cpu", spec, {})["set"] == [{"model.d_model": 64}]          # the default applies
+    assert apply_options(fig, "cpu", spec, {"width": "peaks"})["axes"]["init.gamma"] == [0.3]   # an axis: replaced
+    assert apply_options(fig, "paper", spec, {}) == {**spec, "set": []}                   # not at this scale
+    with pytest.raises(ConfigError, match="--width: applies at scale cpu"):
+        apply_options(fig, "paper", spec, {"width": "peaks"})
+    with pytest.raises(ConfigError, match="--width: must be one of small, peaks, got 'huge'"):
+        apply_options(fig, "cpu", spec, {"width": "huge"})
+    zipped = Option("seeds", {"a": {"train.init_seed": [3]}}, "a", "h")
+    with pytest.raises(ConfigError, match="train.init_seed varies in a zip group"):
+        apply_options(Figure("y", "study", "n", "s", {"cpu": "fig2_demo"}, tables=lambda *a: ({}, {}),
+                             options=(zipped,)), "cpu", spec, {})

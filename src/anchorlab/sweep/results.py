@@ -3,7 +3,8 @@
 A sweep directory holds ``sweep.yaml`` (the spec), ``results.sqlite`` (the
 store, read through :mod:`.store`) and ``runs/<run_id>/`` (each run's files,
 ``final.json`` among them). The report, the paper figures, the demo and the
-robustness study read sweeps through these functions.
+robustness study read sweeps through these functions; the studies judge runs through the run table
+(:mod:`.runtable`), which reads committed run tables (CSV) beside sweep directories.
 """
 
 from __future__ import annotations
@@ -122,21 +123,6 @@ def at_step(sweep_dirs: Sequence[str | Path], steps: Sequence[int]) -> dict[int,
             for s in reached:
                 out[s].append(as_final([r for r in history if r["step"] <= s]))
     return out
-
-
-def earlier_tables(paths: Sequence[str | Path], columns: Sequence[str], drop: Sequence[str] = ()) -> "pd.DataFrame":
-    """Earlier run tables (CSV files committed after their run directories are gone) concatenated, with
-    the columns ``drop`` removed; a table set lacking one of ``columns`` is refused with the paths and the
-    missing names. No paths: an empty frame with ``columns``."""
-    import pandas as pd
-
-    if not paths:
-        return pd.DataFrame(columns=list(columns))
-    df = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True).drop(columns=list(drop), errors="ignore")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"--with-rows: {', '.join(map(str, paths))} lack column(s) {', '.join(missing)}")
-    return df
 
 
 def done_ids(paths: Sequence[str | Path]) -> set[str]:
