@@ -242,3 +242,16 @@ def test_a_figure_has_exactly_one_maker_and_options_change_its_spec_or_refuse():
     with pytest.raises(ConfigError, match="train.init_seed varies in a zip group"):
         apply_options(Figure("y", "study", "n", "s", {"cpu": "fig2_demo"}, tables=lambda *a: ({}, {}),
                              options=(zipped,)), "cpu", spec, {})
+
+
+def test_journal_fig10_reads_its_runs_through_the_run_table(tmp_path, tiny_overrides):
+    from anchorlab.reproduce.figures_phase import make_fig10
+    from anchorlab.sweep.runner import run_sweep
+
+    spec = {"name": "tiny-fig10", "base": "demo/small", "set": tiny_overrides + ["train.epochs=1"],
+            "axes": {"init.gamma": [0.3, 0.8], "optim.weight_decay": [0.0]}}
+    run_sweep(spec, tmp_path / "sweep", executor="inprocess")
+    tables, files = make_fig10(tmp_path / "sweep", tmp_path, "cpu")
+    t = tables["condensation"]
+    assert sorted(t["init.gamma"]) == [0.3, 0.8] and (t["optim.weight_decay"] == 0.0).all() and (t.seed == 0).all()
+    assert t.mean_abs_cos.between(0, 1).all() and files["fig10.png"].stat().st_size > 5000

@@ -116,19 +116,17 @@ def make_fig10(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..analysis.condensation import condensation_order, condensation_scores, cosine_matrix
     from ..plots.save import save_figure
     from ..plots.sweep import plot_matrix_grid
+    from ..sweep.runtable import run_table
     from ..train import load_run
-    from ..sweep.results import finals
 
     rows, mats = [], {}
-    for f in finals(sweep_dir):
-        c = f["config"]
-        W = load_run(f["run_dir"]).model.blocks[0].attn.W_Q.weight.detach()
+    for r in run_table([sweep_dir]).sort_values("run_id").to_dict("records"):
+        W = load_run(r["run_dir"]).model.blocks[0].attn.W_Q.weight.detach()
         C = cosine_matrix(W)
         o = condensation_order(C)
-        key = (c["init"]["gamma"], c["optim"]["weight_decay"])
+        key = (r["init.gamma"], r["optim.weight_decay"])
         mats.setdefault(key, C[o][:, o].numpy())  # the first seed of each cell is drawn
-        rows.append({"init.gamma": key[0], "optim.weight_decay": key[1], "seed": c["train"]["init_seed"],
-                     **condensation_scores(W)})
+        rows.append({"init.gamma": key[0], "optim.weight_decay": key[1], "seed": r["seed"], **condensation_scores(W)})
     table = pd.DataFrame(rows)
     fig = plot_matrix_grid(mats, row_label="init.gamma", col_label="optim.weight_decay",
                            title="cosine of W_Q(1) rows (reordered), per init rate x weight decay")
