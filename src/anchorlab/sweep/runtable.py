@@ -290,7 +290,7 @@ def row_config(row: Mapping[str, Any]) -> Any:
         sec, _, field = str(key).partition(".")
         if sec in SECTIONS and field:
             nested.setdefault(sec, {})[field] = _unflat(v)
-    if set(nested) != set(SECTIONS):
+    if set(nested) != set(SECTIONS) or any(all(v is None for v in nested[sec].values()) for sec in SECTIONS):
         raise ConfigError(f"run {row.get('run_id')}: its row holds no whole config (sections "
                           f"{', '.join(sorted(nested)) or 'none'})")
     cfg = experiment_from_dict(nested)
