@@ -3,7 +3,8 @@
 import pandas as pd
 
 from anchorlab.reproduce import FIGURES
-from anchorlab.reproduce.figures_opset import O1, O2, RUN_COLUMNS, make_cross
+from anchorlab.eval.crossing import RUN_COLUMNS
+from anchorlab.reproduce.figures_opset import O1, O2, make_cross
 from anchorlab.reproduce.runner import claims_table
 from anchorlab.sweep.runtable import run_table
 

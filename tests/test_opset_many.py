@@ -5,7 +5,8 @@ import math
 import pandas as pd
 import yaml
 
-from anchorlab.eval.crossing import op_set_outcomes, property_aucs
+from anchorlab.eval.crossing import op_set_outcomes
+from anchorlab.reproduce.figures_opset_many import property_aucs
 from anchorlab.sweep.grid import resolve_sweep
 from anchorlab.tasks.anchor.opsets import OpSet, random_op_sets
 

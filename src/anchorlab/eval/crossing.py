@@ -179,23 +179,3 @@ def op_set_outcomes(runs: pd.DataFrame, large: float = 0.3, small: float = 0.8) 
         row["contrast"] = row["small_composes"] and row["large_memorizes"]
         out.append(row)
     return pd.DataFrame(out)
-
-
-def property_aucs(op_sets: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Per property of :data:`PROPERTIES` and per label (``small_composes``, ``small_composes_on_way``): the AUC of the
-    property for the label over op sets, with a bootstrap interval that resamples op sets within each class
-    (:func:`anchorlab.analysis.auc.bootstrap_auc`); ``n_op_sets`` and ``n_positive`` say what it rests on. AUC > 0.5:
-    larger values go with composing. Rows sorted by label, then by distance from 0.5."""
-    from ..analysis.auc import bootstrap_auc
-
-    rows = []
-    for label in ("small_composes", "small_composes_on_way"):
-        for p in PROPERTIES:
-            ok = op_sets[p].notna()
-            y = op_sets.loc[ok, label].astype(bool)
-            auc, lo, hi = bootstrap_auc(op_sets.loc[ok, p].to_numpy(float), y.to_numpy(), n_boot=n_boot, seed=seed)
-            rows.append({"property": p, "label": label, "auc": auc, "auc_lo": lo, "auc_hi": hi,
-                         "n_op_sets": int(ok.sum()), "n_positive": int(y.sum())})
-    t = pd.DataFrame(rows)
-    return (t.assign(_d=-(t.auc - 0.5).abs()).sort_values(["label", "_d"], kind="stable")
-            .drop(columns="_d").reset_index(drop=True))

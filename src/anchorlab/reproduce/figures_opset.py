@@ -19,7 +19,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..eval.crossing import RUN_COLUMNS, crossing_rows
 from ..tasks.anchor.opsets import OpSet
 from .registry import Claim, Figure, Made, register, value
 
@@ -32,7 +31,7 @@ def make_cross(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, t
     """The run table -> the tables and files of the module docstring."""
     import pandas as pd
 
-    from ..eval.crossing import crossing_verdict, op_set_counts
+    from ..eval.crossing import crossing_rows, crossing_verdict, op_set_counts
     from ..plots.headline import drawn_runs, plot_curves
     from ..plots.save import save_figure
     from ..sweep.runtable import curve_table

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def make_many(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, threshold: float = 0.5) -> Made:
     """The run table -> the tables and files of the module docstring."""
-    from ..eval.crossing import crossing_rows, op_set_outcomes, property_aucs
+    from ..eval.crossing import crossing_rows, op_set_outcomes
     from ..plots.opset import plot_outcome_vs_property
     from ..plots.save import save_figure
     from ..sweep.runtable import curve_table
@@ -42,6 +42,29 @@ def make_many(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, th
         fig = plot_outcome_vs_property(runs, str(best.property), float(best.auc))
         files["outcome_vs_property.png"] = save_figure(fig, out / "outcome_vs_property", formats=("png",), dpi=120)[0]
     return {"runs": runs, "op_sets": ops, "properties": aucs, "curves": curves}, files
+
+
+def property_aucs(op_sets: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Per property of :data:`PROPERTIES` and per label (``small_composes``, ``small_composes_on_way``): the AUC of the
+    property for the label over op sets, with a bootstrap interval that resamples op sets within each class
+    (:func:`anchorlab.analysis.auc.bootstrap_auc`); ``n_op_sets`` and ``n_positive`` say what it rests on. AUC > 0.5:
+    larger values go with composing. Rows sorted by label, then by distance from 0.5."""
+    import pandas as pd
+
+    from ..analysis.auc import bootstrap_auc
+    from ..eval.crossing import PROPERTIES
+
+    rows = []
+    for label in ("small_composes", "small_composes_on_way"):
+        for p in PROPERTIES:
+            ok = op_sets[p].notna()
+            y = op_sets.loc[ok, label].astype(bool)
+            auc, lo, hi = bootstrap_auc(op_sets.loc[ok, p].to_numpy(float), y.to_numpy(), n_boot=n_boot, seed=seed)
+            rows.append({"property": p, "label": label, "auc": auc, "auc_lo": lo, "auc_hi": hi,
+                         "n_op_sets": int(ok.sum()), "n_positive": int(y.sum())})
+    t = pd.DataFrame(rows)
+    return (t.assign(_d=-(t.auc - 0.5).abs()).sort_values(["label", "_d"], kind="stable")
+            .drop(columns="_d").reset_index(drop=True))
 
 
 def _of(t: pd.DataFrame, col: str) -> str:
