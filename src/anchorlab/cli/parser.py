@@ -140,8 +140,8 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
     sp.add_argument("figure", nargs="?", help="figure id (see --list)")
     sp.add_argument("--list", action="store_true", help="list the figures, their runs and estimated compute")
     sp.add_argument("--scale", default="cpu", choices=["demo", "cpu", "paper"],
-                    help="the figure's sweep: demo (a fast look), cpu (default) or paper scale; --list shows which "
-                         "a figure has and their rules")
+                    help="the figure's sweep: demo (a fast look), cpu or paper scale (default: cpu); --list shows "
+                         "which a figure has and their rules")
     sp.add_argument("--out", help="output directory (default: runs/reproduce/<figure>-<scale>)")
     execution(sp)
     overrides(sp, "extra override for every run of the figure's sweep (e.g. train.epochs=2)")
