@@ -1,0 +1,256 @@
+"""Journal Figs. 3B / 5C judged the journal's way from a run table: phase per cell, commutativity, stable rank.
+
+Input: a run table (:mod:`anchorlab.sweep.runtable`) of the journal task (both (3,4) and (4,3) unseen) with,
+where known, ``lr_sum`` (the sum of the learning rate over the run, for the decay exponent) and
+``stable_rank`` (of the first layer's query weights, heads merged: Fig. 5C). :func:`journal_view` names each
+run's values as the judgement reads them; :func:`journal_cells` gives one row per (depth, clock, init rate,
+weight decay) with the phase of the cell's *mean* ID and OOD accuracy under both readings:
+
+    best    each run's best over training (the authors' figure code, fig_code/fig3/figB.py: ``max`` of the log)
+    final   each run's last evaluation
+
+Commutativity is the unseen pair's (pred(a,b) == pred(b,a), key and fillers fixed) at the run's end in both
+readings: its best over training would count the near-constant outputs of early training, which are
+trivially commutative. The journal marks a cell whose commutativity is below 70% with a triangle (Fig. 3B);
+its phase 2 splits into ``2n`` (below) and ``2c``. :func:`claim_lines` reads the journal's three claims along
+each row and column of the grid beside the journal's own cells (:data:`JOURNAL_PHASES`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from ..config import ConfigError
+from .definitions import MetricDefinition
+from .phases import PhaseThresholds, classify_phase
+
+JOURNAL_WIDTH = 640
+JOURNAL_LR_SUM = 7.3752          # the journal's clock: 92,190 steps, 1e-5 -> 1.5e-4 over 4,390, cosine to 1e-5
+JOURNAL_WDS = (0.0, 0.01, 0.1, 1.0)
+# The journal's phase per (gamma, weight decay), rows gamma 0.4..0.8, columns JOURNAL_WDS: the size matrix of
+# its Fig. 5C code (fig_code/fig5/figC.ipynb: 1 = phase 1, 2 = phase 2 without commutativity, 3 = with, 4 =
+# phase 3), agreeing with Fig. 3B's code (fig_code/fig3/figB.py: hatched, poor ID, at gamma 0.4 x wd 0-0.1;
+# triangles, poor commutativity, at gamma 0.4-0.5 x wd 0-0.1) and with Fig. 3A's phase bands at wd 0.01.
+JOURNAL_PHASES: dict[float, tuple[str, str, str, str]] = {
+    0.4: ("1", "1", "1", "2c"), 0.45: ("2n", "2n", "2n", "3"), 0.5: ("2n", "2n", "2n", "3"),
+    0.55: ("2c", "2c", "2c", "3"), 0.6: ("3", "3", "3", "3"), 0.65: ("3", "3", "3", "3"),
+    0.7: ("3", "3", "3", "3"), 0.75: ("3", "3", "3", "3"), 0.8: ("3", "3", "3", "3")}
+READINGS = ("best", "final")
+CELL_KEYS = ["n_layers", "clock", "gamma_axis", "weight_decay"]
+RANK = {"1": 1.0, "2n": 2.0, "2": 2.25, "2c": 2.5, "3": 3.0}   # order of the labels along the journal's axis
+
+
+def _known(v: object) -> bool:
+    return v is not None and v is not pd.NA and not (isinstance(v, float) and math.isnan(v))
+
+
+def paper_gamma(gamma: float, ref_width: object, d_model: object) -> float:
+    """The journal's gamma a run stands for: its gamma read at width 640 (``init.ref_width: 640``, or a
+    width-640 model without a reference); NaN otherwise."""
+    ref = int(float(ref_width)) if _known(ref_width) else None
+    width = int(float(d_model)) if _known(d_model) else None
+    return float(gamma) if (ref or width) == JOURNAL_WIDTH else math.nan
+
+
+def journal_wd(weight_decay: float, lr_sum: float) -> float:
+    """The journal's weight-decay row a run's decay matches by the decay exponent ``wd x sum of lr``
+    (nearest on a log scale; 0 is 0); NaN where the sum is unknown."""
+    if not _known(weight_decay) or weight_decay == 0:
+        return 0.0 if _known(weight_decay) else math.nan
+    if not _known(lr_sum):
+        return math.nan
+    w = weight_decay * lr_sum / JOURNAL_LR_SUM
+    return min(JOURNAL_WDS[1:], key=lambda j: abs(math.log(w / j)))
+
+
+def journal_label(gamma: float, wd: float) -> str:
+    """The journal's phase label of the cell nearest (gamma, wd) on its grid; ``""`` off its grid."""
+    if not _known(gamma) or not _known(wd) or wd not in JOURNAL_WDS:
+        return ""
+    g = min(JOURNAL_PHASES, key=lambda k: abs(k - gamma))
+    return JOURNAL_PHASES[g][JOURNAL_WDS.index(wd)] if abs(g - gamma) < 0.026 else ""
+
+
+def _col(rows: pd.DataFrame, name: str) -> pd.Series:
+    return pd.to_numeric(rows[name], errors="coerce") if name in rows else pd.Series(math.nan, index=rows.index)
+
+
+def journal_view(rows: pd.DataFrame, d: MetricDefinition, th: PhaseThresholds = PhaseThresholds()) -> pd.DataFrame:
+    """One row per run: the run table's columns, then ``paper_gamma`` (read at width 640), ``gamma_axis``
+    (the paper gamma, else the plain gamma), ``weight_decay``, ``journal_wd``, ``n_layers``, ``seed``, the
+    ID / OOD accuracy of definition ``d`` as ``id_best`` / ``ood_best`` / ``id_final`` / ``ood_final``,
+    ``commutativity`` (final), ``stable_rank`` (NaN where unknown) and each run's ``phase_best`` /
+    ``phase_final`` label, sorted by the cell keys and seed."""
+    need = ["init.gamma", "optim.weight_decay", f"best.{d.id}", f"best.{d.ood}"]
+    missing = [c for c in need if c not in rows]
+    if missing:
+        raise ConfigError(f"journal-fig3 run table: column(s) {', '.join(missing)} missing (metric definition "
+                          f"{d.id!r} / {d.ood!r}: aggregate.metrics)")
+    v = rows.copy()
+    g = _col(v, "init.gamma")
+    v["paper_gamma"] = [paper_gamma(a, r, w) for a, r, w in zip(g, v.get("init.ref_width", [None] * len(v)),
+                                                              v.get("model.d_model", [None] * len(v)))]
+    v["gamma_axis"] = v.paper_gamma.fillna(g)
+    v["weight_decay"] = _col(v, "optim.weight_decay")
+    v["lr_sum"] = _col(v, "lr_sum")
+    v["journal_wd"] = [journal_wd(w, s) for w, s in zip(v.weight_decay, v.lr_sum)]
+    v["n_layers"] = _col(v, "model.n_layers")
+    v["clock"] = _col(v, "clock")
+    v["seed"] = _col(v, "seed")
+    for reading in READINGS:
+        v[f"id_{reading}"] = _col(v, f"{reading}.{d.id}")
+        v[f"ood_{reading}"] = _col(v, f"{reading}.{d.ood}")
+    v["commutativity"] = _col(v, f"final.{d.commutativity}")
+    v["stable_rank"] = _col(v, "stable_rank")
+    for reading in READINGS:
+        v[f"phase_{reading}"] = [classify_phase(i, o, c, th)[1] for i, o, c in
+                                 zip(v[f"id_{reading}"], v[f"ood_{reading}"], v.commutativity)]
+    return v.sort_values([*CELL_KEYS, "seed"], na_position="first").reset_index(drop=True)
+
+
+def journal_cells(view: pd.DataFrame, th: PhaseThresholds = PhaseThresholds()) -> pd.DataFrame:
+    """One row per (depth, clock, init rate, weight decay): ``n_seeds``, the mean ID / OOD of each reading,
+    the mean commutativity and its triangle (``comm_low``: below the commutativity threshold), the phase of
+    the means per reading (``phase_best`` / ``phase_final``: label, ``phase_*_index``: 1-3), the mean
+    ``stable_rank`` (NaN where no run of the cell has one), the journal's row (``journal_wd``) and its phase
+    label there (``journal_phase``, ``""`` off its grid) and whether the best reading agrees with it."""
+    if view.empty:
+        return pd.DataFrame(columns=[*CELL_KEYS, "n_seeds"])
+    cols = ["id_best", "ood_best", "id_final", "ood_final", "commutativity", "stable_rank"]
+    t = view.groupby(CELL_KEYS, dropna=False)
+    cells = t[cols].mean().reset_index()
+    cells.insert(len(CELL_KEYS), "n_seeds", t.seed.nunique().to_numpy())
+    cells.insert(len(CELL_KEYS), "paper_gamma", t.paper_gamma.first().to_numpy())
+    cells["journal_wd"] = t.journal_wd.first().to_numpy()
+    cells["comm_low"] = cells.commutativity < th.comm_threshold
+    for reading in READINGS:
+        got = [classify_phase(i, o, c, th) for i, o, c in
+               zip(cells[f"id_{reading}"], cells[f"ood_{reading}"], cells.commutativity)]
+        cells[f"phase_{reading}"] = [lab for _, lab in got]
+        cells[f"phase_{reading}_index"] = pd.array([p for p, _ in got], dtype="Int64")
+    cells["journal_phase"] = [journal_label(g, w) for g, w in zip(cells.paper_gamma, cells.journal_wd)]
+    cells["agrees_best"] = [(_same(o, j) if j else pd.NA) for o, j in zip(cells.phase_best, cells.journal_phase)]
+    return cells
+
+
+def _same(ours: object, journal: str) -> bool:
+    """A label matches the journal's; ours ``"2"`` (commutativity unknown) matches either phase 2."""
+    return _known(ours) and (ours == journal or (ours == "2" and journal in ("2n", "2c")))
+
+
+def main_cells(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells the claims read: the depth and clock with the most cells (a corner run at another depth
+    or clock is left to the depth table)."""
+    t = cells
+    for key in ("n_layers", "clock"):
+        if key in t and len(t) and t[key].notna().any():
+            t = t[t[key] == t[key].value_counts().idxmax()]
+    return t
+
+
+def _direction(values: Sequence[float], tol: float = 0.1) -> str:
+    """``rises`` / ``falls`` / ``flat`` from the first to the last known value (within ``tol`` relative:
+    flat), ``n/a`` with fewer than two."""
+    v = [x for x in values if _known(x)]
+    if len(v) < 2:
+        return "n/a"
+    a, b = float(v[0]), float(v[-1])
+    if abs(b - a) <= tol * max(abs(a), abs(b), 1e-12):
+        return "flat"
+    return "rises" if b > a else "falls"
+
+
+def _phase_walk(labels: Sequence[object]) -> str:
+    """``rises`` when the labels never fall along the line and end higher, ``flat`` when all equal,
+    ``falls`` / ``mixed`` otherwise, ``n/a`` with fewer than two known labels."""
+    r = [RANK[str(x)] for x in labels if _known(x) and str(x) in RANK]
+    if len(r) < 2:
+        return "n/a"
+    steps = [b - a for a, b in zip(r, r[1:])]
+    if all(s == 0 for s in steps):
+        return "flat"
+    if all(s >= 0 for s in steps):
+        return "rises"
+    return "falls" if all(s <= 0 for s in steps) else "mixed"
+
+
+def _line(labels: Sequence[object]) -> str:
+    return " -> ".join(str(x) if _known(x) and str(x) else "?" for x in labels)
+
+
+def claim_lines(cells: pd.DataFrame, readings: Sequence[str] = READINGS) -> pd.DataFrame:
+    """The journal's three claims read along each line of the grid (the main cells, :func:`main_cells`):
+
+    * ``init rate``: per weight-decay row, the phases from the largest init (smallest gamma) to the smallest;
+    * ``weight decay``: per init-rate column, the phases from the smallest decay to the largest;
+    * ``stable rank``: the mean stable rank along each of those lines.
+
+    One row per (claim, line) with the journal's phases there (its cells at the matched gammas and decay
+    rows; ``?`` off its grid) and its reading (``rises`` / ``flat`` / ...; for the stable rank the journal
+    reads ``falls`` where its phase rises and ``flat`` where it stays, Sec. VI-C: "within the same phase,
+    the stable rank values remain relatively consistent"), ours per reading, ``matches_<reading>`` (cells
+    equal to the journal's, ``k/n``) and ``holds_<reading>``: our line goes the journal's way."""
+    t = main_cells(cells)
+    out: list[dict[str, object]] = []
+    for claim, along, across in (("init rate", "gamma_axis", "weight_decay"),
+                                 ("weight decay", "weight_decay", "gamma_axis")):
+        for key, line in t.sort_values(along).groupby(across, sort=True):
+            journal = list(line.journal_phase)
+            where = (f"wd {key:g} (journal {line.journal_wd.iloc[0]:g})" if across == "weight_decay"
+                     else f"gamma {key:g}")
+            j_walk = _phase_walk(journal)
+            row: dict[str, object] = {"claim": f"phase 1 -> 2 -> 3 with the {claim}", "line": where,
+                                      "along": f"{along.replace('_axis', '')} " + " / ".join(f"{x:g}" for x in line[along]),
+                                      "journal": _line(journal), "journal_reading": j_walk}
+            sr = {"claim": f"stable rank falls with the {claim}", "line": where, "along": row["along"],
+                  "journal": _line(journal),
+                  "journal_reading": {"rises": "falls", "flat": "flat"}.get(j_walk, "n/a")}
+            for reading in readings:
+                ours = list(line[f"phase_{reading}"])
+                row[f"ours_{reading}"] = _line(ours)
+                row[f"reading_{reading}"] = walk = _phase_walk(ours)
+                known = [(o, j) for o, j in zip(ours, journal) if j]
+                row[f"matches_{reading}"] = f"{sum(_same(o, j) for o, j in known)}/{len(known)}" if known else "n/a"
+                row[f"holds_{reading}"] = walk == j_walk if j_walk != "n/a" else pd.NA
+            ranks = list(line.stable_rank)
+            sr["ours_best"] = " -> ".join(f"{x:.3g}" if _known(x) else "?" for x in ranks)
+            sr["reading_best"] = _direction(ranks)
+            sr["holds_best"] = sr["reading_best"] == sr["journal_reading"] if sr["journal_reading"] != "n/a" else pd.NA
+            out += [row, sr]
+    return pd.DataFrame(out)
+
+
+def claim_summary(lines: pd.DataFrame, claim: str, reading: str = "best") -> str:
+    """``k of n lines`` on which a claim (a prefix of its text) goes the journal's way in ``reading``."""
+    col = f"holds_{reading}" if f"holds_{reading}" in lines else "holds_best"
+    t = lines[lines.claim.str.startswith(claim)] if len(lines) else lines
+    judged = t[col].dropna() if len(t) else t
+    return f"{int(judged.astype(bool).sum())} of {len(judged)} lines" if len(judged) else "n/a"
+
+
+def journal_reading(claim: str, lines: pd.DataFrame) -> str:
+    """The journal's own reading of a claim over the lines our grid matches: ``rises on k of n``."""
+    t = lines[lines.claim.str.startswith(claim)] if len(lines) else lines
+    j = t.journal_reading[t.journal_reading != "n/a"] if len(t) else t
+    word = "falls" if "stable rank" in claim else "rises"
+    return f"{word} on {int((j == word).sum())} of {len(j)} lines" if len(j) else "n/a"
+
+
+def depth_table(cells: pd.DataFrame, readings: Sequence[str] = READINGS) -> pd.DataFrame:
+    """The cells run at more than one depth (same clock, init rate and decay), one row per (cell, depth)."""
+    keys = ["clock", "gamma_axis", "weight_decay"]
+    n = cells.groupby(keys, dropna=False).n_layers.transform("nunique") if len(cells) else pd.Series(dtype=int)
+    cols = [*keys, "n_layers", "n_seeds", *[f"{m}_{r}" for r in readings for m in ("id", "ood", "phase")],
+            "commutativity", "stable_rank", "journal_phase"]
+    return cells[n > 1][cols].sort_values([*keys, "n_layers"]).reset_index(drop=True) if len(cells) else cells
+
+
+def cell_readings(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cell table in the columns the figure writes (``cells.csv``)."""
+    cols = [*CELL_KEYS[:2], "paper_gamma", "gamma_axis", "weight_decay", "journal_wd", "n_seeds", "id_best",
+            "ood_best", "phase_best", "id_final", "ood_final", "phase_final", "commutativity", "comm_low",
+            "stable_rank", "journal_phase", "agrees_best"]
+    return cells[[c for c in cols if c in cells]]
