@@ -114,8 +114,8 @@ def test_the_committed_fig2_table_redraws_its_cells_without_training(tmp_path, c
     assert "scale rule (cpu): std-matched" in text and "elsewhere" in text
     assert main(["reproduce", "neurips-fig2", "--dry-run", "--clock", "2", "--out", str(tmp_path / "c2")]) == 0
     assert "108 runs, 108 to train" in capsys.readouterr().out
-    assert main(["reproduce", "journal-fig3", "--from-table", str(committed), "--no-train", "--out", str(out)]) == 2
-    assert "--from-table: figure journal-fig3 is drawn from its sweep directory only" in capsys.readouterr().err
+    assert main(["reproduce", "journal-fig5c", "--from-table", str(committed), "--no-train", "--out", str(out)]) == 2
+    assert "--from-table: figure journal-fig5c is drawn from its sweep directory only" in capsys.readouterr().err
     assert main(["reproduce", "neurips-fig2", "--from-table", str(tmp_path / "no.csv"), "--no-train", "--out",
                  str(out)]) == 2
     assert "no.csv: no such file" in capsys.readouterr().err

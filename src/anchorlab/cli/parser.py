@@ -151,6 +151,10 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
     sp.add_argument("--lrs", choices=["range", "nine"],
                     help="the peak lrs: the grid's three inside the paper's corrected range, or the paper's own "
                          "nine inside it (figures with an --lrs option, e.g. neurips-fig2; default: range)")
+    sp.add_argument("--depth", help="the model's layers (figures with a --depth option, e.g. journal-fig3; "
+                                    "`--list` names the values)")
+    sp.add_argument("--cells", help="which cells of the grid to run (figures with a --cells option, e.g. "
+                                    "journal-fig3: grid or corner)")
     sp.add_argument("--from-table", action="append", default=[], metavar="CSV",
                     help="a committed run table (e.g. docs/figures/fig2_cell_cpu.csv) whose rows join the runs of "
                          "OUT/sweep (a run found there wins); with --no-train it redraws a committed figure; "

@@ -21,7 +21,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     out = Path(a.out) if a.out else Path("runs") / "reproduce" / f"{a.figure}-{a.scale}"
     will_create(a, out)
     print(f"reproduce {a.figure} at scale {a.scale} -> {out}", flush=True)
-    options = {k: getattr(a, k) for k in ("clock", "lrs") if getattr(a, k, None) is not None}
+    options = {k: getattr(a, k) for k in ("clock", "lrs", "depth", "cells") if getattr(a, k, None) is not None}
     res = reproduce(a.figure, a.scale, out, executor=a.executor, workers=a.workers, dry_run=a.dry_run,
                     progress=not a.no_progress, overrides=a.set, train=not a.no_train, options=options,
                     from_tables=a.from_table)

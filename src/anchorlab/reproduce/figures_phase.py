@@ -1,5 +1,5 @@
-"""Phase-diagram figures of the anchor task read from a sweep directory: journal Figs. 3, 5C and 10
-(NeurIPS Fig. 2, judged from a run table: :mod:`.figures_fig2`)."""
+"""Phase-diagram figures of the anchor task read from a sweep directory: journal Figs. 5C and 10 on their own
+(journal Fig. 3B / 5C / 10 judged from a run table: :mod:`.figures_journal3`; NeurIPS Fig. 2: :mod:`.figures_fig2`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .registry import Claim, Figure, Made, register, value
+from .registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -18,60 +18,6 @@ def _cells(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     df, cells, _ = load_sweep_results(sweep_dir)
     return df, cells
-
-
-# ------------------------------------------------------------------ journal Fig. 3
-def _definition(sweep_dir: Path):
-    from ..eval.definitions import metric_definition
-    from ..sweep.aggregate import AggregateOptions
-    from ..sweep.results import sweep_spec
-
-    return metric_definition(AggregateOptions.from_dict(sweep_spec(sweep_dir).get("aggregate")).metrics)
-
-
-def make_fig3(sweep_dir: Path, out: Path, scale: str) -> Made:
-    from ..plots.phase import plot_ood_heatmap, plot_phase_vs_gamma
-    from ..plots.save import save_figure
-
-    _, cells = _cells(sweep_dir)
-    d = _definition(sweep_dir)
-    files = {"fig3b.png": save_figure(plot_ood_heatmap(cells, ood_col=d.ood, id_col=d.id,
-                                                       comm_col=d.commutativity), out / "fig3b")[0]}
-    wds = sorted(cells["optim.weight_decay"].unique())
-    row = 0.01 if 0.01 in wds else wds[0]
-    files["fig3a.png"] = save_figure(plot_phase_vs_gamma(cells[cells["optim.weight_decay"] == row], id_col=d.id,
-                                                         ood_col=d.ood), out / "fig3a")[0]
-    cells = cells.assign(**{"fig.id": cells[d.id], "fig.ood": cells[d.ood]})
-    return {"cells": cells}, files
-
-
-def _corner(t: pd.DataFrame, gamma: str, wd: str) -> pd.Series:
-    g, w = t["init.gamma"], t["optim.weight_decay"]
-    return (g == (g.max() if gamma == "max" else g.min())) & (w == (w.max() if wd == "max" else w.min()))
-
-
-def _phase_at(t: pd.DataFrame, gamma: str, wd: str) -> str:
-    p = t[_corner(t, gamma, wd)]["phase"]
-    return str(p.iloc[0]) if len(p) else "n/a"
-
-
-register(Figure(
-    id="journal-fig3", paper="journal", number="Fig. 3",
-    shows="GPT-2-style model: ID/OOD accuracy vs init rate (A) and OOD accuracy over init rate x weight decay (B)",
-    sweeps={"cpu": "fig3_cpu", "paper": "fig3_paper"},
-    make=make_fig3,
-    claims=(
-        Claim("smallest init and largest weight decay: phase 3 (good ID and OOD)", "phase 3",
-              lambda t: _phase_at(t["cells"], "max", "max")),
-        Claim("largest init and smallest weight decay: phase 1 or 2 (poor OOD)", "phase 1/2",
-              lambda t: _phase_at(t["cells"], "min", "min")),
-        Claim("OOD accuracy (the sweep's metric definition), smallest init + largest wd", "high",
-              lambda t: value(t["cells"], "fig.ood", lambda c: _corner(c, "max", "max"))),
-        Claim("OOD accuracy (the sweep's metric definition), largest init + smallest wd", "low",
-              lambda t: value(t["cells"], "fig.ood", lambda c: _corner(c, "min", "min"))),
-    ),
-    notes="CPU scale: 2 layers, 4 heads, width 128, 100k sequences, 8 epochs, one seed "
-          "(the paper: 10 layers, 10 heads, width 640, 900k, 210 epochs, 3 seeds)."))
 
 
 # ------------------------------------------------------------------ journal Fig. 5C
@@ -102,7 +48,7 @@ def _phase_rank_corr(t: pd.DataFrame) -> float:
 register(Figure(
     id="journal-fig5c", paper="journal", number="Fig. 5C",
     shows="stable rank of the first-layer query weights (colour) over init rate x weight decay, phase as size",
-    sweeps={"cpu": "fig3_cpu", "paper": "fig3_paper"},
+    sweeps={"demo": "fig3_cpu", "cpu": "journal_fig3_cpu", "paper": "fig3_paper"},
     make=make_fig5c,
     claims=(Claim("stable rank falls as the phase index rises (Spearman of phase vs stable rank)", "negative",
                   lambda t: _phase_rank_corr(t["fig5c"])),),
@@ -142,7 +88,7 @@ def _condensation_trend(t: pd.DataFrame) -> float:
 register(Figure(
     id="journal-fig10", paper="journal", number="Fig. 10 (App. C)",
     shows="condensation of the first-layer query weights across init rates and weight decays",
-    sweeps={"cpu": "fig3_cpu", "paper": "fig3_paper"},
+    sweeps={"demo": "fig3_cpu", "cpu": "journal_fig3_cpu", "paper": "fig3_paper"},
     make=make_fig10,
     claims=(Claim("condensation grows with the init rate (Spearman of gamma vs mean |cos| of W_Q(1) rows)",
                   "positive", lambda t: _condensation_trend(t["condensation"])),),
