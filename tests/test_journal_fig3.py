@@ -74,8 +74,9 @@ def _grid():
 
 
 def test_phase_per_cell_is_read_from_the_mean_id_and_ood_in_both_readings():
-    view = journal_view(_grid(), D)
-    assert view.paper_gamma.tolist() == view["init.gamma"].tolist() and (view.journal_wd.isin([0.0, 1.0])).all()
+    diverged = {**_run(0.4, 0.0, 2, 0.0, 0.0, 0.0, 0.0, 0.0), "status": "diverged"}   # never judged
+    view = journal_view(pd.concat([_grid(), pd.DataFrame([diverged])], ignore_index=True), D)
+    assert len(view) == 8 and view.paper_gamma.tolist() == view["init.gamma"].tolist() and (view.journal_wd.isin([0.0, 1.0])).all()
     assert view.set_index("run_id").phase_best["r0.4-0.0-0-4"] == "2n"   # the run alone fits ID
     cells = journal_cells(view).set_index(["gamma_axis", "weight_decay"])
     assert cells.loc[(0.4, 0.0)].phase_best == "1" and cells.loc[(0.4, 0.0)].id_best == pytest.approx(0.875)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ..config import ConfigError
+from ..run_status import TRAINED
 from .definitions import MetricDefinition
 from .phases import PhaseThresholds, classify_phase
 
@@ -79,7 +80,7 @@ def _col(rows: pd.DataFrame, name: str) -> pd.Series:
 
 
 def journal_view(rows: pd.DataFrame, d: MetricDefinition, th: PhaseThresholds = PhaseThresholds()) -> pd.DataFrame:
-    """One row per run: the run table's columns, then ``paper_gamma`` (read at width 640), ``gamma_axis``
+    """One row per trained run (finished or stopped early): the run table's columns, then ``paper_gamma`` (read at width 640), ``gamma_axis``
     (the paper gamma, else the plain gamma), ``weight_decay``, ``journal_wd``, ``n_layers``, ``seed``, the
     ID / OOD accuracy of definition ``d`` as ``id_best`` / ``ood_best`` / ``id_final`` / ``ood_final``,
     ``commutativity`` (final), ``stable_rank`` (NaN where unknown) and each run's ``phase_best`` /
@@ -89,7 +90,7 @@ def journal_view(rows: pd.DataFrame, d: MetricDefinition, th: PhaseThresholds = 
     if missing:
         raise ConfigError(f"journal-fig3 run table: column(s) {', '.join(missing)} missing (metric definition "
                           f"{d.id!r} / {d.ood!r}: aggregate.metrics)")
-    v = rows.copy()
+    v = rows[rows.status.isin(TRAINED)].copy() if "status" in rows else rows.copy()
     g = _col(v, "init.gamma")
     v["paper_gamma"] = [paper_gamma(a, r, w) for a, r, w in zip(g, v.get("init.ref_width", [None] * len(v)),
                                                               v.get("model.d_model", [None] * len(v)))]

@@ -95,12 +95,9 @@ def make_journal3(rows: pd.DataFrame, out: Path, scale: str) -> Made:
     from ..plots.phase import plot_journal_grid
     from ..plots.save import save_figure
     from ..plots.sweep import plot_matrix_grid
-    from ..run_status import TRAINED
-
-    rows = rows[rows.status.isin(TRAINED)] if "status" in rows else rows
-    if rows.empty:
-        return {"runs": rows}, {}
-    view = journal_view(with_values(rows), metric_definition(METRICS))
+    view = journal_view(with_values(rows), metric_definition(METRICS)) if len(rows) else rows
+    if view.empty:
+        return {"runs": view}, {}
     cells = journal_cells(view)
     tables = {"runs": view, "cells": cell_readings(cells), "claims": claim_lines(cells), "depth": depth_table(cells)}
     main = main_cells(cells)
