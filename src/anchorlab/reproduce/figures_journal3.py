@@ -120,9 +120,11 @@ def make_journal3(rows: pd.DataFrame, out: Path, scale: str) -> Made:
 
 # ------------------------------------------------------------------ claims
 def _summary(claim: str, reading: str = "best"):
-    from ..eval.journal_cells import claim_summary
+    def read(t: dict[str, pd.DataFrame]) -> str:
+        from ..eval.journal_cells import claim_summary
 
-    return lambda t: claim_summary(t["claims"], claim, reading)
+        return claim_summary(t["claims"], claim, reading)
+    return read
 
 
 def _corner(init: str, wd: str, reading: str = "best"):
