@@ -5,6 +5,8 @@ and returns Markdown; the judgements (a cell's reading, the per-run rates) are t
 """
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from docs_common import clock_label, count, md_table, num, op_label, paper_gamma, ratio, sci, sweep_scale, table
@@ -176,3 +178,38 @@ def task_paragraph() -> str:
             f"x{shift:+d}. A model that *composes* (reasons) answers ({a},{b}) with x{comp:+d}; one that *memorizes* "
             f"copies the mirror's x{shift:+d}. The init rate gamma sets every weight's std to fan_in^-gamma, and "
             f"the papers find that it decides which of the two a model learns.")
+
+
+def c1_crossing() -> str:
+    """C1: the op-set crossing so far (docs/figures/opset_cross_cpu.csv), per op set and paper gamma, with the
+    rule's reading (anchorlab.eval.crossing: pending until 9 small-init runs per op set)."""
+    from anchorlab.eval.crossing import crossing_verdict, op_set_counts
+    from anchorlab.reproduce.figures_opset import O1, O2
+    from anchorlab.tasks.anchor.opsets import op_set_properties
+
+    runs = table("opset_cross_cpu.csv")
+    planned = {0.8: 9, 0.3: 3}
+    c = op_set_counts(runs)
+    fit = runs.groupby(["op_set", "paper_gamma"]).agg(fit=("steps_to_id_fit", "median"),
+                                                       at_fit=("inferential_at_fit", "mean")).reset_index()
+    c = c.merge(fit, on=["op_set", "paper_gamma"])
+    names = {O1.label: "O1", O2.label: "O2"}
+    rows = []
+    for op in (O1, O2):
+        for g in (0.8, 0.3):
+            r = c[(c.op_set == op.label) & (c.paper_gamma.round(6) == g)]
+            q = op_set_properties(op)
+            props = f"gap {int(q['step_gap'])}, offset {num(q['offset_over_sd'])} sd"
+            if not len(r):
+                rows.append([f"{names[op.label]} ({op.held_out[0]},{op.held_out[1]}) {props}", f"{g:g}",
+                             f"0 of {planned[g]}", "", "", "", "", ""])
+                continue
+            r = r.iloc[0]
+            rows.append([f"{names[op.label]} ({op.held_out[0]},{op.held_out[1]}) {props}", f"{g:g}",
+                         f"{int(r.n_runs)} of {planned[g]}", str(int(r.n_unfit)), str(int(r.n_memorize)),
+                         f"{int(r.n_compose_final)} / {int(r.n_compose_on_way)}",
+                         "never" if math.isnan(r.fit) else f"{r.fit / 1000:.1f}k", num(r.at_fit)])
+    v = crossing_verdict(runs, O1.label, O2.label)
+    return (md_table(["op set (held out)", "paper gamma", "runs done", "unfit", "memorize",
+                      "compose: final / on the way", "median steps to ID 0.9", "inferential at the fit"], rows)
+            + f"\n\nThe rule's reading: O1 {v['O1']}, O2 {v['O2']}; verdict: {v['verdict']}.\n")
