@@ -106,9 +106,11 @@ def make_journal3(rows: pd.DataFrame, out: Path, scale: str) -> Made:
     for reading in ("best", "final"):
         files[f"fig3b_{reading}.png"] = save_figure(plot_journal_grid(main, reading), out / f"fig3b_{reading}",
                                                     formats=("png",), dpi=120)[0]
-    bubbles = main.assign(phase=main.phase_best_index.astype(float))
+    wds = sorted(main.weight_decay.unique())
+    row = "weight-decay row: " + " / ".join(f"{w:g}" for w in wds)   # evenly spaced, as the journal draws them
+    bubbles = main.assign(phase=main.phase_best_index.astype(float), **{row: main.weight_decay.map(wds.index)})
     if bubbles.stable_rank.notna().any():
-        fig = plot_stable_rank_bubbles(bubbles, x="weight_decay", y="gamma_axis", size="phase",
+        fig = plot_stable_rank_bubbles(bubbles, x=row, y="gamma_axis", size="phase",
                                        title="stable rank of $W^{Q(1)}$ (mean over seeds); size: phase (best)")
         files["fig5c.png"] = save_figure(fig, out / "fig5c", formats=("png",), dpi=120)[0]
     seed, mats = condensation_matrices(view)
