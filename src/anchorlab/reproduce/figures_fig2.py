@@ -55,13 +55,12 @@ def make_fig2(rows: pd.DataFrame, out: Path, scale: str, threshold: float = 0.5,
     from ..eval.cells import cell_table, fitted_rows, judged, ordered, pair_table, seed_table
     from ..eval.lr_readings import device_kind
     from ..io import atomic_write
-    from ..sweep.runtable import curve_table, in_progress_table
+    from ..sweep.runtable import in_progress_table, rows_curves
     from .figures_fig2_map import cells_markdown, pairs_markdown
 
     rows = ordered(rows)
     sources = sorted({s for s in rows.source if s})
-    curves = curve_table(sources)
-    curves = curves[curves.run_id.isin(set(rows.run_id))].sort_values(["run_id", "step"]).reset_index(drop=True)
+    curves = rows_curves(rows)
     cells, seeds, pairs = cell_table(rows, threshold, id_min), seed_table(rows), pair_table(rows, threshold, id_min)
     tables = {"runs": rows, "cells": cells, "seeds": seeds, "pairs": pairs, "curves": curves}
     done = judged(rows)

@@ -34,11 +34,9 @@ def make_cross(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, t
     from ..eval.crossing import crossing_rows, crossing_verdict, op_set_counts
     from ..plots.headline import drawn_runs, plot_curves
     from ..plots.save import save_figure
-    from ..sweep.runtable import curve_table
+    from ..sweep.runtable import rows_curves
 
-    sources = sorted({s for s in rows.source if s})
-    curves = curve_table(sources)
-    curves = curves[curves.run_id.isin(set(rows.run_id))].sort_values(["run_id", "step"]).reset_index(drop=True)
+    curves = rows_curves(rows)
     runs = crossing_rows(rows, curves, id_min, threshold)
     counts = op_set_counts(runs, id_min, threshold)
     timing = runs.groupby(["op_set", "paper_gamma"]).agg(

@@ -27,11 +27,10 @@ def make_many(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, th
     from ..eval.crossing import crossing_rows, op_set_outcomes
     from ..plots.opset import plot_outcome_vs_property
     from ..plots.save import save_figure
-    from ..sweep.runtable import curve_table
+    from ..sweep.runtable import rows_curves
 
     rows = rows[rows.op_set.astype(str) != ""]
-    curves = curve_table(sorted({s for s in rows.source if s}))
-    curves = curves[curves.run_id.isin(set(rows.run_id))].sort_values(["run_id", "step"]).reset_index(drop=True)
+    curves = rows_curves(rows)
     runs = crossing_rows(rows, curves, id_min, threshold)
     ops = op_set_outcomes(runs)
     aucs = property_aucs(ops)

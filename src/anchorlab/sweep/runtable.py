@@ -247,6 +247,13 @@ def curve_table(sources: Sequence[str | Path]) -> "pd.DataFrame":
     return pd.concat(frames, ignore_index=True) if frames else new
 
 
+def rows_curves(rows: "pd.DataFrame") -> "pd.DataFrame":
+    """The trajectories of a run table's runs: :func:`curve_table` over the sources its rows were read from,
+    kept to those runs, in (run, step) order."""
+    curves = curve_table(sorted({s for s in rows.source if s}))
+    return curves[curves.run_id.isin(set(rows.run_id))].sort_values(["run_id", "step"]).reset_index(drop=True)
+
+
 def in_progress_table(sweep_dirs: Sequence[str | Path]) -> "pd.DataFrame":
     """The runs of ``sweep_dirs`` that stopped before their end (:func:`anchorlab.sweep.results.in_progress`)
     as run-table rows, status ``in_progress``: ``best.*`` the best so far, ``final.*`` and ``steps`` the last
