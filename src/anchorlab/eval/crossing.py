@@ -34,6 +34,7 @@ import pandas as pd
 
 from ..config import ConfigError
 from ..tasks.anchor.opsets import OpSet, op_set_properties
+from .solution import outcome as solution_outcome
 
 RUN_COLUMNS = ["op_set", "held_out", "paper_gamma", "peak_lr", "seed", "id_acc", "inferential_final", "inferential_best",
                "symmetric_final", "symmetric_best", "steps_to_id_fit", "inferential_at_fit", "symmetric_at_fit",
@@ -78,15 +79,10 @@ def fit_timing(curves: pd.DataFrame, id_min: float = 0.9, threshold: float = 0.5
 
 def outcome(id_acc: float, inferential_final: float, symmetric_final: float, inferential_best: float,
             id_min: float = 0.9, threshold: float = 0.5) -> str:
-    """A run on its own: ``memorizes`` / ``composes`` (fitted, final answer), ``composed on the way`` (fitted, neither
-    at the end, inferential >= threshold at some evaluation), ``neither`` (fitted), ``unfit`` (final ID < id_min)."""
-    if not id_acc >= id_min:
-        return "unfit"
-    if symmetric_final >= threshold:
-        return "memorizes"
-    if inferential_final >= threshold:
-        return "composes"
-    return "composed on the way" if inferential_best >= threshold else "neither"
+    """A run on its own: :func:`anchorlab.eval.solution.outcome` on its final metrics, its ``neither`` told apart
+    into ``composed on the way`` (inferential >= threshold at some evaluation) and ``neither``."""
+    label = solution_outcome(id_acc, inferential_final, symmetric_final, threshold, id_min)
+    return "composed on the way" if label == "neither" and inferential_best >= threshold else label
 
 
 def crossing_rows(rows: pd.DataFrame, curves: pd.DataFrame, id_min: float = 0.9, threshold: float = 0.5) -> pd.DataFrame:
