@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 # The sweep presets that are a paper figure's spec (`anchorlab reproduce` runs them); a report names the figure
 # only for a sweep whose spec is one of these exactly.
 FIGURE_PRESETS = {"neurips-fig2": ("fig2_cpu", "fig2_std_cpu", "fig2_depth_cpu", "fig2_demo", "fig2_paper"),
-                  "journal-fig3": ("fig3_cpu", "fig3_paper")}
+                  "journal-fig3": ("fig3_cpu", "journal_fig3_cpu", "fig3_paper")}
 FIG3A_WEIGHT_DECAY = 0.01   # journal Fig. 3A is the weight decay 0.01 row of Fig. 3's grid
 
 
