@@ -39,11 +39,18 @@ def test_every_parameter_has_the_width_640_models_std_at_each_paper_gamma():
     weights = both[both.role.isin(["q", "k", "v", "o", "mlp_in", "mlp_out", "embed", "pos", "readout"])]
     assert set(weights.role) >= {"q", "k", "v", "o", "mlp_in", "mlp_out", "embed", "readout"}
     pd.testing.assert_series_equal(weights.target_std, weights.target_std_640, check_names=False, rtol=1e-12)
-    # the biases keep PyTorch's default U(+-1/sqrt(fan_in)) at the true fan-in (the authors' GPT-2; gamma does not
-    # enter): at width 128 they are sqrt(640 / 128) times the width-640 model's, the rule's one stated deviation
+    # the biases keep PyTorch's default U(+-1/sqrt(fan_in)) (the authors' GPT-2; gamma does not enter), the fan-in
+    # read at width 640 (init.bias: pytorch_ref), so they match the width-640 model's too
+    assert c.init.bias == "pytorch_ref"
     biases = both[both.role == "bias"]
     assert len(biases) == 6 * 4 + 1 and (biases.fan_in_rule == "pytorch_default").all()   # 6 a block, the readout
-    assert (biases.target_std / biases.target_std_640).to_numpy() == pytest.approx(math.sqrt(5), rel=1e-12)
+    pd.testing.assert_series_equal(biases.target_std, biases.target_std_640, check_names=False, rtol=1e-12)
+    for r in biases.itertuples():
+        assert abs(r.measured_std - r.target_std) < 6 * r.target_std / math.sqrt(2 * int(r.numel)), r.name
+    # with the plain PyTorch default (true fan-in) they would be sqrt(640 / 128) times larger
+    _, plain_t = init_model(dataclasses.replace(c, init=dataclasses.replace(c.init, bias="pytorch")))
+    plain = plain_t[plain_t.role == "bias"].merge(wide_t, on="name", suffixes=("", "_640"))
+    assert (plain.target_std / plain.target_std_640).to_numpy() == pytest.approx(math.sqrt(5), rel=1e-12)
     # the drawn tensors have it too (6 sampling sigmas), and it is not the plain-gamma std at width 128
     for r in weights.itertuples():
         n = int(r.numel)

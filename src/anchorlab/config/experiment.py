@@ -114,9 +114,11 @@ class InitConfig:
     positions) or ``'d_model'`` (the authors' NeurIPS model, which reads
     ``weight.size(1)``). ``residual_scale`` divides the std of the attention
     output and second MLP matrices by sqrt(2 * n_layers) (GPT-2 / journal code).
-    ``bias``: ``'zero'``, ``'gamma'`` (drawn like their weight) or ``'pytorch'``
+    ``bias``: ``'zero'``, ``'gamma'`` (drawn like their weight), ``'pytorch'``
     (PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn from the init
-    seed; the authors' journal model keeps it).
+    seed; the authors' journal model keeps it) or ``'pytorch_ref'`` (the same with
+    the fan-in read at ``ref_width``, so a narrow model's biases match the wide
+    one's as its weights do).
     ``scheme``: ``'rate'`` applies the init rate; ``'framework_default'`` keeps
     the init the model's own constructors draw (PyTorch's / diffusers'
     defaults), seeded with the init seed: the reference point of a sweep
@@ -153,7 +155,7 @@ class InitConfig:
         check_choice(f"{p}.fan_in", self.fan_in, ("true", "d_model"))
         check_choice(f"{p}.embed_fan_in", self.embed_fan_in, ("num_embeddings", "d_model"))
         check_choice(f"{p}.distribution", self.distribution, ("normal", "uniform"))
-        check_choice(f"{p}.bias", self.bias, ("zero", "gamma", "pytorch"))
+        check_choice(f"{p}.bias", self.bias, ("zero", "gamma", "pytorch", "pytorch_ref"))
         if self.ref_width is not None:
             if isinstance(self.ref_width, bool) or not isinstance(self.ref_width, int):
                 fail(f"{p}.ref_width", f"must be a positive integer width (e.g. 400, the paper's d_model) or null, "

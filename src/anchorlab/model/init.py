@@ -36,7 +36,8 @@ it is (``fan_in_rule`` ``frozen``).
 Norm layers are set to weight 1, bias 0. Biases are zero (``bias="zero"``),
 drawn like their module's weight (``bias="gamma"``), or drawn from PyTorch's
 default ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` with the module's true fan-in
-(``bias="pytorch"``), always from the init generator.
+(``bias="pytorch"``; ``"pytorch_ref"``: the same read at ``ref_width``, i.e. with
+the fan-in the layer has at the reference width), always from the init generator.
 The ParamTable's ``fan_in_rule`` column says which rule gave each fan-in.
 ``embed_std`` (when not None) draws the token and position embeddings (roles
 ``embed``, ``pos``) with that std whatever gamma: their rows then have gamma
@@ -258,11 +259,12 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
             d = drawn.get(id(info.module), {})
             stds = _bias_stds(info, d)
             std, g, fi, true_fi = _rms(stds), d.get("g"), d.get("fi"), d.get("true_fi")
-            if bias == "pytorch" and true_fi:
-                b_std = 1.0 / math.sqrt(true_fi) / math.sqrt(3.0)   # U(-a, a) with a = 1/sqrt(fan_in)
+            if bias in ("pytorch", "pytorch_ref") and true_fi:
+                b_fi = true_fi * width_factor if bias == "pytorch_ref" else true_fi   # read at ref_width
+                b_std = 1.0 / math.sqrt(b_fi) / math.sqrt(3.0)   # U(-a, a) with a = 1/sqrt(fan_in)
                 _fill(p, b_std, "uniform", generator)
-                rows.append((info, "bias", true_fi, None, b_std, "pytorch_default", true_fi))
-            elif bias == "zero" or std == 0.0 or bias == "pytorch":
+                rows.append((info, "bias", true_fi, None, b_std, "pytorch_default", b_fi))
+            elif bias in ("zero", "pytorch", "pytorch_ref") or std == 0.0:
                 with torch.no_grad():
                     p.zero_()
                 rows.append((info, "bias", fi, g, 0.0, "zero", d.get("std_fi")))
