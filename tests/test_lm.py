@@ -300,13 +300,14 @@ def _final(comp_mix, gamma, seed, ppls, steps=100):
 def test_fig7d_tables_claims_and_figure():
     from anchorlab.plots.lm import plot_perplexity_curves
     from anchorlab.reproduce.figures_lm import lm_tables, ppl_ratio, smaller_init_lower_ppl, summary
+    from anchorlab.sweep.runtable import histories_of, rows_of
 
     code, both = {"python_stdlib": 1.0}, {"python_stdlib": 0.5, "python_docs": 0.5}
     runs = [_final(code, 0.3, 0, [500, 80, 40]), _final(code, 0.5, 0, [500, 60, 30]),
             _final(code, 0.8, 0, [500, 50, 20]), _final(code, 0.8, 1, [500, 50, 24]),
             _final(both, 0.3, 0, [500, 90, 50]), _final(both, 0.5, 0, [500, 70, 55]),
             _final(both, 0.8, 0, [500, 60, 45])]
-    t = lm_tables(runs)
+    t = lm_tables(rows_of(runs), histories_of(runs))
     t["summary"] = s = summary(t["finals"])
     assert set(s.composition) == {"code", "code+prose"} and len(s) == 6
     row = s[(s.composition == "code") & (s.gamma == 0.8)].iloc[0]

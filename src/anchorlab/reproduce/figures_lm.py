@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..sweep.results import finals
+from ..sweep.runtable import history_table, run_table
 from .registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:
@@ -16,38 +16,44 @@ NAMES = {"python_stdlib": "code", "python_stdlib+python_docs": "code+prose",
          "RedPajamaGithub": "GitHub", "RedPajamaGithub+RedPajamaWikipedia": "GitHub+Wikipedia"}
 
 
-def _composition(task: dict) -> str:
-    from ..tasks.lm.config import LMTaskConfig
+def _composition(row: pd.Series) -> str:
+    """A run's data composition, named by :data:`NAMES`, from its row's ``task.*`` columns."""
     from ..config.base import from_dict
+    from ..sweep.runtable import row_section
+    from ..tasks.lm.config import LMTaskConfig
 
-    c = from_dict(LMTaskConfig, {k: v for k, v in task.items()})
-    return NAMES.get(c.composition, c.composition)
+    c = from_dict(LMTaskConfig, row_section(row, "task"))
+    named = {frozenset(k.split("+")): v for k, v in NAMES.items()}   # the row holds the mix's keys sorted
+    return named.get(frozenset(c.composition.split("+")), c.composition)
 
 
-def lm_tables(runs: list[dict]) -> dict[str, pd.DataFrame]:
-    """``finals``: one row per run (composition, gamma, init and data seed, run id, final/best val perplexity,
-    tokens seen, steps, status, wall seconds); ``curves``: one row per evaluation (tokens seen = step x batch x seq_len)."""
+def lm_tables(rows: pd.DataFrame, history: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """``finals``: one row per run of a run table (composition, gamma, init and data seed, run id, final/best
+    val perplexity, tokens seen, steps, status, wall seconds); ``curves``: one row per evaluation of the
+    history table (tokens seen = step x batch x seq_len)."""
     import pandas as pd
 
-    rows, curves = [], []
-    for f in runs:
-        c = f["config"]
-        if c["task"].get("name") != "lm":
+    from ..sweep.runtable import run_history
+
+    out, curves = [], []
+    for _, f in rows.iterrows():
+        if f["task.name"] != "lm":
             continue
-        comp = _composition(c["task"])
-        per_step = c["train"]["batch_size"] * c["task"]["seq_len"]
-        hist = f.get("history") or []
+        comp = _composition(f)
+        per_step = int(f["train.batch_size"]) * int(f["task.seq_len"])
+        hist = run_history(history, f.run_id)
         last = hist[-1] if hist else {}
-        rows.append({"composition": comp, "gamma": c["init"]["gamma"],
-                     "init_seed": c["train"]["init_seed"], "data_seed": c["train"]["data_seed"], "run_id": f["run_id"],
-                     "final_val_ppl": last.get("val_ppl", math.nan), "best_val_ppl": min((h["val_ppl"] for h in hist[1:] if h.get("val_ppl") is not None),
-                                                         default=math.nan),
-                     "final_val_loss": last.get("val_loss", math.nan), "tokens_seen": f.get("steps", 0) * per_step,
-                     "steps": f.get("steps"), "status": f["status"], "wall_seconds": f.get("wall_seconds")})
-        curves += [{"composition": comp, "gamma": c["init"]["gamma"], "run_id": f["run_id"], "step": h["step"],
+        out.append({"composition": comp, "gamma": f["init.gamma"],
+                    "init_seed": f["train.init_seed"], "data_seed": f["train.data_seed"], "run_id": f.run_id,
+                    "final_val_ppl": last.get("val_ppl", math.nan),
+                    "best_val_ppl": min((h["val_ppl"] for h in hist[1:] if h.get("val_ppl") is not None),
+                                        default=math.nan),
+                    "final_val_loss": last.get("val_loss", math.nan), "tokens_seen": (f.steps or 0) * per_step,
+                    "steps": f.steps, "status": f.status, "wall_seconds": f.wall_seconds})
+        curves += [{"composition": comp, "gamma": f["init.gamma"], "run_id": f.run_id, "step": h["step"],
                     "tokens": h["step"] * per_step, "val_ppl": h.get("val_ppl"), "train_loss": h.get("train_loss")}
                    for h in hist]
-    finals_df = pd.DataFrame(rows)
+    finals_df = pd.DataFrame(out)
     if len(finals_df):
         finals_df = finals_df.sort_values(["composition", "gamma", "init_seed", "data_seed"], ignore_index=True)
     return {"finals": finals_df, "curves": pd.DataFrame(curves)}
@@ -68,7 +74,7 @@ def make_fig7d(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..plots.lm import plot_perplexity_curves
     from ..plots.save import save_figure
 
-    t = lm_tables(finals(sweep_dir))
+    t = lm_tables(run_table([sweep_dir]), history_table([sweep_dir]))
     t["summary"] = summary(t["finals"]) if len(t["finals"]) else pd.DataFrame()
     files = {"fig7d.png": save_figure(plot_perplexity_curves(t["curves"], t["finals"]), out / "fig7d")[0]}
     return t, files

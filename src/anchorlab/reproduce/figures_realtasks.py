@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..sweep.results import finals
+from ..sweep.runtable import run_table
 from .registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:
@@ -43,8 +43,9 @@ def knob_effect(t: pd.DataFrame, col: str, knob: str) -> float:
     raise ValueError(f"knob: must be 'init' or 'wd', got {knob!r}")
 
 
-def finals_table(runs: list[dict]) -> pd.DataFrame:
-    """One row per run: dataset, setting, train_size, gamma, weight decay, status, steps, final metrics, wall time.
+def finals_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of a run table (:func:`anchorlab.sweep.runtable.run_table`): dataset, setting,
+    train_size, gamma, weight decay, status, steps, final metrics, wall time.
 
     ``setting`` (:func:`setting_names`) is "small init + large wd" for the runs with the larger init
     rate of the sweep, "large init + small wd" for the others; a sweep that also varies weight decay
@@ -52,15 +53,16 @@ def finals_table(runs: list[dict]) -> pd.DataFrame:
     """
     import pandas as pd
 
-    rows = []
-    for f in runs:
-        c = f["config"]
-        rows.append({"run_id": f["run_id"], "dataset": c["task"]["name"], "train_size": c["task"].get("train_size"),
-                     "gamma": c["init"]["gamma"], "weight_decay": c["optim"]["weight_decay"], "status": f["status"],
-                     "steps": f.get("steps"), **f["final"], "wall_seconds": f["wall_seconds"]})
-    df = pd.DataFrame(rows)
-    if not df.empty:
-        df.insert(2, "setting", setting_names(df.gamma, df.weight_decay))
+    if not len(rows):
+        return pd.DataFrame()
+    finals = [c for c in rows.columns if c.startswith("final.")]
+    df = pd.DataFrame({"run_id": rows.run_id, "dataset": rows["task.name"],
+                       "train_size": rows["task.train_size"] if "task.train_size" in rows else None,
+                       "gamma": rows["init.gamma"], "weight_decay": rows["optim.weight_decay"],
+                       "status": rows.status, "steps": rows.steps,
+                       **{c.removeprefix("final."): rows[c] for c in finals},
+                       "wall_seconds": rows.wall_seconds}).reset_index(drop=True)
+    df.insert(2, "setting", setting_names(df.gamma, df.weight_decay))
     return df
 
 
@@ -68,8 +70,8 @@ def make_datasize(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..plots.save import save_figure
     from ..plots.realtasks import plot_exact_vs_train_size
 
-    df = finals_table(finals(sweep_dir))
-    return {"runs": df}, {"fig7.png": save_figure(plot_matched(df), out / "fig7")[0]}
+    df = finals_table(run_table([sweep_dir]))
+    return {"runs": df}, {"fig7.png": save_figure(plot_exact_vs_train_size(df), out / "fig7")[0]}
 
 
 def _wins(t: pd.DataFrame) -> float:
@@ -130,12 +132,12 @@ def make_matched(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..plots.save import save_figure
     from ..plots.realtasks import plot_matched
 
-    fs = finals(sweep_dir)
-    df = finals_table(fs)
+    rows = run_table([sweep_dir])
+    df = finals_table(rows)
     if df.empty:
         return {"runs": df}, {}
     df.insert(3, "reached_id", df.status == "stopped_early")
-    df.insert(3, "seed", [f["config"]["train"]["init_seed"] for f in fs])
+    df.insert(3, "seed", rows["train.init_seed"].to_numpy())
     return {"runs": df}, {"fig7.png": save_figure(plot_matched(df), out / "fig7")[0]}
 
 

@@ -185,8 +185,8 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
     whatever spec they came from (a sweep run with other settings, or one still running), and from the
     committed run tables ``from_tables`` (figures with a run-table maker only). ``options``: the figure's
     options by name (``{"clock": "1"}``); ``dry_run`` prints :func:`dry_run_text`."""
-    from ..sweep.results import finals
     from ..sweep.runner import run_sweep
+    from ..sweep.runtable import run_table
 
     if figure not in FIGURES:
         raise ConfigError(f"figure: must be one of {', '.join(FIGURES)}, got {figure!r}")
@@ -229,11 +229,9 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
             log.warning("%d run(s) failed; the figure uses the others: %s", len(bad), list(bad.run_id))
         runs_line = f"Sweep: {spec.get('name')} ({df.run_id.nunique()} runs) in `sweep/`; "
     else:
-        n = len(finals(sweep_dir)) if (sweep_dir / "runs").is_dir() else 0
+        n = len(run_table([sweep_dir])) if (sweep_dir / "runs").is_dir() else 0
         runs_line = f"Sweep: the {n} completed runs found in `sweep/` (drawn with --no-train); "
     if fig.tables is not None:
-        from ..sweep.runtable import run_table
-
         rows = run_table(([sweep_dir] if (sweep_dir / "runs").is_dir() else []) + [Path(t) for t in from_tables])
         if from_tables:
             committed = int((rows.source != str(sweep_dir)).sum())

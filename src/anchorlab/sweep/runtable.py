@@ -39,6 +39,10 @@ A committed table in the schema above is read as it is. One in the older Fig. 2 
 predictor schema (``id_acc``, ``inferential_best``, ``n_layers``, ``gamma``, ...) is mapped onto it by
 :data:`LEGACY`; its other columns (a study's derived values, e.g. ``lr_sum``, ``cond/*``) pass through.
 :func:`curve_table` reads the companion table of trajectories (one row per run and evaluation).
+:func:`history_table` is the same per-evaluation view with every metric a run logs: ``run_id``, ``step``,
+then each metric of final.json's ``history`` as a column (NaN where an evaluation lacks it); for a committed
+``X.csv``, its ``X_history.csv`` beside it where there is one. :func:`run_history` gives one run's
+evaluations back as rows (a metric an evaluation lacks left out).
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ LEGACY = {"id_acc": "final.id_acc", "inferential_final": "final.ood_inferential_
           "d_model": "model.d_model", "weight_decay": "optim.weight_decay", "data_seed": "train.data_seed",
           "init_seed": "train.init_seed"}
 CURVE_COLUMNS = ["run_id", "step", "id_acc", "inferential", "symmetric"]
+HISTORY_HEAD = ["run_id", "step"]
 
 
 def paper_gamma(gamma: float, ref_width: Any, d_model: Any) -> float:
@@ -132,6 +137,7 @@ def run_row(final: Mapping[str, Any], source: str = "") -> dict[str, Any]:
         for k, v in (final.get(kind) or {}).items():
             row[f"{kind}.{k}"] = v
     row["run_dir"] = str(final.get("run_dir") or "")
+    row["name"] = final.get("name")
     return row
 
 
@@ -247,6 +253,50 @@ def curve_table(sources: Sequence[str | Path]) -> "pd.DataFrame":
     return pd.concat(frames, ignore_index=True) if frames else new
 
 
+def histories_of(finals: Sequence[Mapping[str, Any]]) -> "pd.DataFrame":
+    """final.json-shaped dicts -> one row per (run, evaluation): ``run_id``, ``step``, then every metric of
+    the runs' ``history`` (first-seen order; NaN where an evaluation lacks it), in the runs' order."""
+    import pandas as pd
+
+    df = pd.DataFrame([{"run_id": f["run_id"], **h} for f in finals for h in f.get("history") or []])
+    if not len(df):
+        return pd.DataFrame(columns=HISTORY_HEAD)
+    return df[HISTORY_HEAD + [c for c in df.columns if c not in HISTORY_HEAD]]
+
+
+def history_table(sources: Sequence[str | Path]) -> "pd.DataFrame":
+    """Every evaluation of the completed runs of ``sources`` (:func:`histories_of`; the same runs as
+    :func:`run_table`, a run in several directories read once, the first copy); for a committed ``X.csv``,
+    its ``X_history.csv`` beside it where there is one. A run read from a directory wins over a committed
+    history."""
+    import pandas as pd
+
+    seen: dict[str, dict[str, Any]] = {}
+    olds = []
+    for s in sources:
+        p = Path(s)
+        if p.suffix == ".csv":
+            q = p.with_name(p.stem + "_history.csv")
+            if q.is_file():
+                olds.append(pd.read_csv(q))
+        elif p.is_dir():
+            for f in _finals_of(p, COMPLETED):
+                seen.setdefault(f["run_id"], f)
+        else:
+            raise ConfigError(f"history table source {p}: neither a directory nor a CSV file")
+    new = histories_of(list(seen.values()))
+    frames = [f for f in [new] + [o[~o.run_id.isin(set(seen))] for o in olds] if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else new
+
+
+def run_history(history: "pd.DataFrame", run_id: str) -> list[dict[str, Any]]:
+    """One run's evaluations of a history table (:func:`history_table`) as rows in their order, each
+    without ``run_id`` and without the metrics it lacks (NaN)."""
+    rows = history[history.run_id == run_id].drop(columns="run_id").to_dict("records")
+    return [{k: v for k, v in r.items() if not (v is None or (isinstance(v, float) and math.isnan(v)))}
+            for r in rows]
+
+
 def rows_curves(rows: "pd.DataFrame") -> "pd.DataFrame":
     """The trajectories of a run table's runs: :func:`curve_table` over the sources its rows were read from,
     kept to those runs, in (run, step) order."""
@@ -284,6 +334,17 @@ def _unflat(value: Any) -> Any:
         except ValueError:
             return value
     return value.item() if hasattr(value, "item") else value
+
+
+def row_section(row: Mapping[str, Any], section: str) -> dict[str, Any]:
+    """One config section of a run-table row (its ``<section>.<field>`` columns) as a mapping, JSON values
+    parsed, the fields the row lacks (NaN) left out: what a partial config of an older run records."""
+    out = {}
+    for key, v in row.items():
+        sec, _, field = str(key).partition(".")
+        if sec == section and field and _unflat(v) is not None:
+            out[field] = _unflat(v)
+    return out
 
 
 def row_config(row: Mapping[str, Any]) -> Any:
