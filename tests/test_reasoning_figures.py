@@ -8,6 +8,7 @@ import pytest
 from anchorlab.analysis.reasoning import convergence_table, first_reach, grid_mean
 from anchorlab.cli import main
 from anchorlab.reproduce import FIGURES
+from anchorlab.sweep.runtable import histories_of, rows_of
 
 TINY_MODEL = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "model.n_layers=1"]
 
@@ -74,8 +75,8 @@ def test_convergence_table_on_hand_built_histories():
     assert first_reach(h_fast, "train_acc", 0.99)["epoch"] == 1.0
     assert first_reach(h_never, "train_acc", 0.99) is None
     assert first_reach(h_fast[:1], "train_acc", 0.0) is None      # step 0 never counts
-    t = convergence_table([_final(100, 0.8, h_fast), _final(100, 0.3, h_never)], "train_acc", 0.99,
-                          "train_acc", "test_acc")
+    runs = [_final(100, 0.8, h_fast), _final(100, 0.3, h_never)]
+    t = convergence_table(rows_of(runs), histories_of(runs), "train_acc", 0.99, "train_acc", "test_acc")
     assert t.converged_epoch.iloc[0] == 1.0 and math.isnan(t.converged_epoch.iloc[1])
     assert t.gen_error.iloc[0] == pytest.approx(0.095) and t.gen_error.iloc[1] == pytest.approx(0.2)
     assert t.train_final.iloc[0] == 1.0 and t["test_acc/hop1_at"].tolist() == [1.0, 0.5]

@@ -7,7 +7,7 @@
 * :func:`grid_mean`: the (a, b) accuracy of several runs averaged (seeds).
 * :func:`convergence_table`: per run, the first epoch where a metric reaches a
   threshold (NaN if never), the metrics there and at the end, and the
-  generalization error (train - test), from final.json histories.
+  generalization error (train - test), from a run table and its history table.
 """
 
 from __future__ import annotations
@@ -73,22 +73,24 @@ def first_reach(history: Sequence[Mapping[str, Any]], metric: str, threshold: fl
     return None
 
 
-def convergence_table(finals: Sequence[Mapping[str, Any]], metric: str = "train_acc", threshold: float = 0.99,
-                      train: str = "train_acc", test: str = "test_acc",
+def convergence_table(rows: pd.DataFrame, history: pd.DataFrame, metric: str = "train_acc",
+                      threshold: float = 0.99, train: str = "train_acc", test: str = "test_acc",
                       axes: Sequence[str] = ("task.n_train", "init.gamma", "optim.weight_decay", "train.init_seed")
                       ) -> pd.DataFrame:
-    """One row per run: the ``axes`` values, ``status``, ``converged_epoch`` / ``converged_step`` (first
-    evaluation with ``metric >= threshold``; NaN if the run never got there), ``train`` and ``test`` at
-    that evaluation and at the end, and ``gen_error`` = train - test at convergence (else at the end)."""
+    """One row per run of a run table (:func:`anchorlab.sweep.runtable.run_table`; its evaluations from the
+    history table ``history``, :func:`anchorlab.sweep.runtable.history_table`): the ``axes`` values,
+    ``status``, ``converged_epoch`` / ``converged_step`` (first evaluation with ``metric >= threshold``; NaN
+    if the run never got there), ``train`` and ``test`` at that evaluation and at the end, and
+    ``gen_error`` = train - test at convergence (else at the end)."""
     check_range("threshold", threshold)
-    rows = []
-    for f in finals:
-        hist = f.get("history") or []
+    out = []
+    for _, f in rows.iterrows():
+        hist = _evaluations(history, f.run_id)
         hit = first_reach(hist, metric, threshold)
         last = hist[-1] if hist else {}
-        row: dict[str, Any] = {k: _dotted(f["config"], k) for k in axes}
+        row: dict[str, Any] = {k: _value(f.get(k)) for k in axes}
         at = hit or last
-        row.update({"status": f.get("status"), "steps": f.get("steps"),
+        row.update({"status": f.get("status"), "steps": _value(f.get("steps")),
                     "converged_epoch": hit["epoch"] if hit else math.nan,
                     "converged_step": hit["step"] if hit else math.nan,
                     "train_at": at.get(train, math.nan), "test_at": at.get(test, math.nan),
@@ -96,14 +98,18 @@ def convergence_table(finals: Sequence[Mapping[str, Any]], metric: str = "train_
         row["gen_error"] = row["train_at"] - row["test_at"]
         row.update({f"{k}_at": v for k, v in at.items() if k.startswith(f"{test}/")})
         row["wall_seconds"] = f.get("wall_seconds", math.nan)
-        rows.append(row)
-    return pd.DataFrame(rows)
+        out.append(row)
+    return pd.DataFrame(out)
 
 
-def _dotted(d: Mapping[str, Any], key: str) -> Any:
-    cur: Any = d
-    for part in key.split("."):
-        if not isinstance(cur, Mapping) or part not in cur:
-            return None
-        cur = cur[part]
-    return cur
+def _evaluations(history: pd.DataFrame, run_id: str) -> list[dict[str, Any]]:
+    """One run's rows of a history table, in order, each without ``run_id`` and the metrics it lacks (NaN)."""
+    rows = history[history.run_id == run_id].drop(columns="run_id").to_dict("records")
+    return [{k: v for k, v in r.items() if _value(v) is not None} for r in rows]
+
+
+def _value(v: Any) -> Any:
+    """A run-table cell as a plain value: None for a missing one (NaN)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v.item() if hasattr(v, "item") else v

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..sweep.results import finals
+from ..sweep.runtable import run_table
 from .registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:
@@ -44,24 +44,23 @@ def setting_of(scheme: str, gamma: float) -> str:
     return "default" if scheme == "framework_default" else f"gamma={gamma:g}"
 
 
-def runs_table(runs: list[dict]) -> pd.DataFrame:
-    """One row per run: setting, scheme, gamma, seeds, status, steps, wall time and every final metric."""
+def runs_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of a run table (:func:`anchorlab.sweep.runtable.run_table`): setting, scheme, gamma,
+    seeds, status, steps, wall time, run directory and every final metric."""
     import pandas as pd
 
-    rows = []
-    for f in runs:
-        c = f["config"]
-        scheme = c["init"].get("scheme", "rate")
-        rows.append({"run_id": f["run_id"], "setting": setting_of(scheme, c["init"]["gamma"]), "scheme": scheme,
-                     "gamma": math.nan if scheme == "framework_default" else c["init"]["gamma"],
-                     "init_seed": c["train"]["init_seed"], "data_seed": c["train"]["data_seed"],
-                     "status": f["status"], "steps": f.get("steps"), "wall_seconds": f["wall_seconds"],
-                     "run_dir": f["run_dir"], **f["final"]})
-    df = pd.DataFrame(rows)
-    if not df.empty:
-        df["_rate"] = df.scheme != "framework_default"     # the default first, then increasing gamma
-        df = df.sort_values(["_rate", "gamma", "init_seed"], ignore_index=True).drop(columns="_rate")
-    return df
+    if not len(rows):
+        return pd.DataFrame()
+    scheme = rows["init.scheme"] if "init.scheme" in rows else pd.Series("rate", index=rows.index)
+    df = pd.DataFrame({"run_id": rows.run_id,
+                       "setting": [setting_of(s, g) for s, g in zip(scheme, rows["init.gamma"])], "scheme": scheme,
+                       "gamma": rows["init.gamma"].where(scheme != "framework_default", math.nan),
+                       "init_seed": rows["train.init_seed"], "data_seed": rows["train.data_seed"],
+                       "status": rows.status, "steps": rows.steps, "wall_seconds": rows.wall_seconds,
+                       "run_dir": rows.run_dir,
+                       **{c.removeprefix("final."): rows[c] for c in rows.columns if c.startswith("final.")}})
+    df["_rate"] = df.scheme != "framework_default"     # the default first, then increasing gamma
+    return df.sort_values(["_rate", "gamma", "init_seed"], ignore_index=True).drop(columns="_rate")
 
 
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -124,7 +123,7 @@ def make_fig6(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..plots.save import save_figure
     from ..tasks.concepts.render import NODES, describe
 
-    df = runs_table(finals(sweep_dir))
+    df = runs_table(run_table([sweep_dir]))
     tables = {"runs": df.drop(columns=["run_dir"]) if not df.empty else df, "summary": summary_table(df),
               "per_node": per_node_table(df)}
     files = {}

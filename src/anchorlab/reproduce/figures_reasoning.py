@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .figures_realtasks import SETTING_NAMES, knob_effect, setting_names
-from ..sweep.results import finals
+from ..sweep.runtable import history_table, run_table
 from .registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:
@@ -17,21 +17,20 @@ PRONTOQA_THRESHOLD = 0.99   # train label accuracy that counts as converged (the
 
 
 # --------------------------------------------------------------------------- Fig. 7C
-def addition_runs(runs: list[dict]) -> pd.DataFrame:
-    """One row per addition run: arch, setting, gamma, weight decay, seed, status, steps, final metrics."""
+def addition_runs(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per addition run of a run table (:func:`anchorlab.sweep.runtable.run_table`): arch, setting,
+    gamma, weight decay, seed, status, steps, final metrics."""
     import pandas as pd
 
-    rows = []
-    for f in runs:
-        c = f["config"]
-        rows.append({"run_id": f["run_id"], "run_dir": f["run_dir"], "arch": c["model"]["arch"],
-                     "gamma": c["init"]["gamma"], "weight_decay": c["optim"]["weight_decay"],
-                     "seed": c["train"]["init_seed"], "digit_order": c["task"]["digit_order"],
-                     "status": f["status"], "steps": f.get("steps"), **f["final"],
-                     "wall_seconds": f["wall_seconds"]})
-    df = pd.DataFrame(rows)
-    if not df.empty:
-        df.insert(2, "setting", setting_names(df.gamma, df.weight_decay))
+    if not len(rows):
+        return pd.DataFrame()
+    df = pd.DataFrame({"run_id": rows.run_id, "run_dir": rows.run_dir, "arch": rows["model.arch"],
+                       "gamma": rows["init.gamma"], "weight_decay": rows["optim.weight_decay"],
+                       "seed": rows["train.init_seed"], "digit_order": rows["task.digit_order"],
+                       "status": rows.status, "steps": rows.steps,
+                       **{c.removeprefix("final."): rows[c] for c in rows.columns if c.startswith("final.")},
+                       "wall_seconds": rows.wall_seconds}).reset_index(drop=True)
+    df.insert(2, "setting", setting_names(df.gamma, df.weight_decay))
     return df
 
 
@@ -46,7 +45,7 @@ def make_addition(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..tasks.seq2seq.addition import grid_predictions
     from ..train import load_run
 
-    runs = addition_runs(finals(sweep_dir))
+    runs = addition_runs(run_table([sweep_dir]))
     grids, summaries = [], []
     for r in runs.itertuples():
         run = load_run(r.run_dir)
@@ -136,14 +135,14 @@ def make_prontoqa(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..plots.save import save_figure
     from ..plots.reasoning import plot_prontoqa
 
-    fs = finals(sweep_dir)
-    conv = convergence_table(fs, "train_acc", PRONTOQA_THRESHOLD)
+    rows = run_table([sweep_dir])
+    conv = convergence_table(rows, history_table([sweep_dir]), "train_acc", PRONTOQA_THRESHOLD)
     if conv.empty:
         return {"runs": conv}, {}
     conv = conv.rename(columns={"task.n_train": "n_train", "init.gamma": "gamma", "optim.weight_decay":
                                 "weight_decay", "train.init_seed": "seed"})
     conv.insert(0, "setting", setting_names(conv.gamma, conv.weight_decay))
-    conv["cap_epoch"] = [f["config"]["train"]["epochs"] for f in fs]
+    conv["cap_epoch"] = rows["train.epochs"].to_numpy()
     hop_cols = sorted(c for c in conv.columns if c.startswith("test_acc/hop"))
     hops = conv.melt(id_vars=["setting", "n_train", "seed"], value_vars=hop_cols, var_name="hop",
                      value_name="accuracy")
