@@ -11,6 +11,7 @@ from anchorlab.analysis.speed import (complexity_slowdown, pair_fit_speed, rule_
                                       speed_table, steps_to_threshold, summarize_pair_speed,
                                       summarize_speed, suspect_report)
 from anchorlab.config import ConfigError
+from anchorlab.sweep.runtable import histories_of, rows_of
 from anchorlab.tasks.anchor import AnchorTaskConfig as TaskConfig
 from anchorlab.tasks.anchor import AnchorTask
 
@@ -109,7 +110,7 @@ def test_speed_table_and_censored_summary():
             fake_run(0, 1, 0.8, 1, [0.5, 0.2, 0.01]),          # step 15 -> 1.5
             fake_run(5, 1, 0.8, 0, [0.5, 0.4, 0.3]),           # censored at 1.5
             fake_run(5, 1, 0.8, 1, [0.5, 0.4, 0.04])]          # 1.5
-    t = speed_table(runs)
+    t = speed_table(rows_of(runs), histories_of(runs))
     assert list(t.k) == [0, 0, 5, 5] and t.censored.tolist() == [False, False, True, False]
     assert t.epochs.tolist() == [1.0, 1.5, 1.5, 1.5]
     s = summarize_speed(t).set_index("k")
@@ -247,7 +248,7 @@ def test_functions_read_a_real_run_history(tmp_path, tiny_overrides):
     cfg = experiment_from_dict({}, [*tiny_overrides, "task.preset=complexity", "task.complexity_k=1",
                                     "train.eval_every=8", "model.n_layers=1"])
     final = run_experiment(cfg, tmp_path / "r")
-    t = speed_table([final], threshold=1e-9)           # unreachable: censored at the last eval
+    t = speed_table(rows_of([final]), histories_of([final]), threshold=1e-9)           # unreachable: censored at the last eval
     row = t.iloc[0]
     assert row.k == 1 and row.depth == 1 and row.censored
     assert row.steps == final["steps"] and row.epochs == pytest.approx(final["history"][-1]["epoch"])

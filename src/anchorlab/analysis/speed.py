@@ -8,7 +8,8 @@ that, under small initialization, the rule-violating pairs are the slow ones
 to fit (journal Fig. 8B), so slow fitting can flag suspect data.
 
 Everything here is a pure function of run histories (lists of evaluation rows
-as written to ``metrics.jsonl`` / ``final.json["history"]``) and returns a
+as written to ``metrics.jsonl``, or a run's rows of the history table of
+:mod:`anchorlab.sweep.runtable`) and returns a
 record or a tidy DataFrame; figures live in :mod:`anchorlab.plots.speed`.
 
 Time to threshold
@@ -160,26 +161,31 @@ SPEED_COLUMNS = ["run_id", "name", "status", "k", "depth", "gamma", "seed", "dat
                  "epochs", "steps", "censored", "value"]
 
 
-def speed_table(runs: Iterable[Mapping[str, Any]], metric: str = "train_loss", threshold: float = 5e-2,
+def speed_table(rows: pd.DataFrame, history: pd.DataFrame, metric: str = "train_loss", threshold: float = 5e-2,
                 below: bool = True, interpolate: bool = False) -> pd.DataFrame:
-    """One row per run (final.json dicts): the grid coordinates and time to threshold.
+    """One row per run of a run table (:func:`anchorlab.sweep.runtable.run_table`): the grid coordinates
+    and time to threshold, read from the run's evaluations in the history table ``history``
+    (:func:`anchorlab.sweep.runtable.history_table`).
 
     Columns: run_id, name, status, k (task.complexity_k), depth
     (model.n_layers), gamma (init.gamma), seed (train.init_seed), data_seed,
     epochs, steps, censored, value.
     """
-    rows = []
-    for r in runs:
-        if "history" not in r or "config" not in r:
-            raise ConfigError("runs: each entry must be a final.json dict with 'history' and 'config'")
-        cfg = r["config"]
-        c = steps_to_threshold(r["history"], metric, threshold, below, interpolate)
-        rows.append(dict(run_id=r.get("run_id"), name=r.get("name"), status=r.get("status"),
-                         k=int(cfg["task"].get("complexity_k", 0)), depth=int(cfg["model"]["n_layers"]),
-                         gamma=float(cfg["init"]["gamma"]), seed=int(cfg["train"]["init_seed"]),
-                         data_seed=int(cfg["train"]["data_seed"]), epochs=c.epochs, steps=c.steps,
-                         censored=c.censored, value=c.value))
-    return pd.DataFrame(rows, columns=SPEED_COLUMNS)
+    need = ["model.n_layers", "init.gamma", "train.init_seed", "train.data_seed"]
+    missing = [c for c in need if c not in rows] + [c for c in ("run_id", "step") if c not in history]
+    if len(rows) and missing:
+        raise ConfigError(f"rows / history: missing columns {missing}; pass a run table and its history table")
+    out = []
+    for _, r in rows.iterrows():
+        h = history[history.run_id == r.run_id].drop(columns="run_id").dropna(axis=1, how="all")
+        c = steps_to_threshold(h.reset_index(drop=True), metric, threshold, below, interpolate)
+        k = r.get("task.complexity_k")
+        out.append(dict(run_id=r.run_id, name=r.get("name"), status=r.get("status"),
+                        k=0 if k is None or pd.isna(k) else int(k), depth=int(r["model.n_layers"]),
+                        gamma=float(r["init.gamma"]), seed=int(r["train.init_seed"]),
+                        data_seed=int(r["train.data_seed"]), epochs=c.epochs, steps=c.steps,
+                        censored=c.censored, value=c.value))
+    return pd.DataFrame(out, columns=SPEED_COLUMNS)
 
 
 def _summarize(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """Fitting speed vs inferential complexity: NeurIPS Fig. 6 and journal Fig. 8 (A: speed, B: per-pair speed).
 
-Tables (pure functions of the runs' histories, :mod:`anchorlab.analysis.speed`):
+Tables (pure functions of the runs' run table and history table, :mod:`anchorlab.analysis.speed`):
 ``speed`` (one row per run: epochs to train loss <= 5e-2, censored if never),
 ``speed_summary`` (mean over seeds per gamma x depth x k), ``slowdown``
 (epochs(k_max) / epochs(k_min) per gamma x depth), ``pair_speed`` (epochs to
@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..sweep.results import finals
+from ..sweep.runtable import history_table, run_table
 from .registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:
@@ -24,29 +24,30 @@ LOSS_THRESHOLD = 5e-2
 PAIR_THRESHOLD = 0.6
 
 
-def speed_tables(runs: list[dict]) -> dict[str, pd.DataFrame]:
-    """The tables of the module docstring from final.json dicts of a prediction sweep."""
+def speed_tables(rows: pd.DataFrame, history: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The tables of the module docstring from a prediction sweep's run table and history table
+    (:func:`anchorlab.sweep.runtable.run_table`, :func:`~anchorlab.sweep.runtable.history_table`)."""
     import pandas as pd
 
     from ..analysis.speed import (complexity_slowdown, pair_fit_speed, rule_violating_pairs, speed_table,
                                   suspect_report, summarize_speed)
     from ..config import from_dict
+    from ..sweep.runtable import row_section, run_history
     from ..tasks.anchor import AnchorTaskConfig
 
-    speed = speed_table(runs, threshold=LOSS_THRESHOLD)
+    speed = speed_table(rows, history, threshold=LOSS_THRESHOLD)
     summ = summarize_speed(speed)
     ks = sorted(speed.k.unique())
     tables = {"speed": speed, "speed_summary": summ}
     if len(ks) >= 2:
         tables["slowdown"] = complexity_slowdown(summ, k_hi=ks[-1], k_lo=ks[0])
     prows, srows = [], []
-    for r in runs:
-        c = r["config"]
-        tcfg = from_dict(AnchorTaskConfig, c["task"])
+    for _, r in rows.iterrows():
+        tcfg = from_dict(AnchorTaskConfig, row_section(r, "task"))
         bad = rule_violating_pairs(tcfg)
-        ps = pair_fit_speed(r["history"], threshold=PAIR_THRESHOLD)
-        meta = dict(run_id=r["run_id"], k=tcfg.complexity_k, depth=c["model"]["n_layers"],
-                    gamma=c["init"]["gamma"], seed=c["train"]["init_seed"])
+        ps = pair_fit_speed(run_history(history, r.run_id), threshold=PAIR_THRESHOLD)
+        meta = dict(run_id=r.run_id, k=tcfg.complexity_k, depth=int(r["model.n_layers"]),
+                    gamma=r["init.gamma"], seed=int(r["train.init_seed"]))
         prows.append(ps.assign(**meta, violating=ps.pair.isin(bad)))
         for rule, top in (("mad", None), ("top_n_bad", len(bad))) if bad else ():
             rep = suspect_report(ps, known_bad=bad, top=top)
@@ -62,7 +63,7 @@ def make_prediction(sweep_dir: Path, out: Path, scale: str) -> Made:
     from ..plots.save import save_figure
     from ..plots.speed import plot_complexity_speed, plot_pair_speed
 
-    tables = speed_tables(finals(sweep_dir))
+    tables = speed_tables(run_table([sweep_dir]), history_table([sweep_dir]))
     files = {"fig_complexity_speed.png": save_figure(plot_complexity_speed(
         tables["speed_summary"], threshold_label=f"train loss <= {LOSS_THRESHOLD:g}"), out / "fig_complexity_speed")[0]}
     pairs = tables["pair_speed"]
