@@ -208,6 +208,7 @@ def test_a_study_reads_only_its_own_runs_from_a_shared_directory(tmp_path):
 def test_the_fitted_reading_by_hand_and_none_where_a_run_lacks_its_history():
     from anchorlab.eval.judgement import with_fitted_bests
     from anchorlab.robustness import fitted_tables, judged_files, judgement_tables
+    from anchorlab.sweep.runtable import curves_of
 
     # one op set, one seed: the small init composes only while ID is 0.6, then takes the mirror
     hist = {"L": [(1, 1.0, 0.0, 0.95)], "S": [(1, 0.6, 0.9, 0.0), (2, 1.0, 0.1, 0.7)]}
@@ -220,18 +221,18 @@ def test_the_fitted_reading_by_hand_and_none_where_a_run_lacks_its_history():
          "best_ood_symmetric_acc": max(e[3] for e in h)}
         for (k, h), name in zip(hist.items(), ("large_init", "small_init"))])
     papers = judgement_tables(cases, "large_init", "small_init", (0.5,))["cells"].iloc[0]
-    fit = fitted_tables(cases, runs, "large_init", "small_init", (0.5,))
+    fit = fitted_tables(cases, curves_of(runs), "large_init", "small_init", (0.5,))
     fitted = fit["cells"].iloc[0]
     assert papers.contrast and papers["small_init.inferential_best"] == 0.9
     assert not fitted.contrast and fitted["small_init.inferential_best"] == 0.1
     assert fitted["small_init.solution"] == "memorizes" and fitted.large_memorizes
     assert fit["rates"].paper_contrast_rate.tolist() == [0.0]
-    assert fitted_tables(cases, runs[:1], "large_init", "small_init", (0.5,)) is None   # S has no history
-    jt, fit2, named = judged_files(cases, runs, "large_init", "small_init", (0.5,))
+    assert fitted_tables(cases, curves_of(runs[:1]), "large_init", "small_init", (0.5,)) is None   # S has no history
+    jt, fit2, named = judged_files(cases, curves_of(runs), "large_init", "small_init", (0.5,))
     assert [k for k, _ in named] == ["seeds", "cells", "rates", "seeds_fitted", "cells_fitted", "rates_fitted"]
     assert dict(named)["cells_fitted"]["small_init.inferential_best"].tolist() == [0.1] and fit2 is not None
     assert dict(named)["cells"]["small_init.inferential_best"].tolist() == [0.9]
-    jt, fit2, named = judged_files(cases, runs[:1], "large_init", "small_init", (0.5,))
+    jt, fit2, named = judged_files(cases, curves_of(runs[:1]), "large_init", "small_init", (0.5,))
     assert fit2 is None and [k for k, _ in named] == ["seeds", "cells", "rates"]   # never a half-fitted set
     with pytest.raises(ConfigError, match="no trajectory .* S"):
         with_fitted_bests(cases, pd.DataFrame({"run_id": ["L"], "id_acc": [1.0], "inferential": [0.0],

@@ -32,7 +32,7 @@ from typing import Any
 import pandas as pd
 
 from .config import ConfigError, load_yaml
-from .io import MissingResult, atomic_write, figures_file, read_json, write_json
+from .io import MissingResult, atomic_write, figures_file, write_json
 from .run_status import TRAINED
 
 log = logging.getLogger(__name__)
@@ -158,8 +158,8 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
     from .plots.save import save_figure
     from .plots.training import plot_ood_over_training
     from .robustness import case_table, judge, judged_files, rates, summary_lines
-    from .sweep.results import finals
     from .sweep.runner import run_sweep
+    from .sweep.runtable import curve_table, history_table, run_table
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -184,10 +184,10 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
             except OSError:
                 pass
     table = pd.DataFrame(rows).sort_values(["seed", "peak_lr", "gamma"]).reset_index(drop=True)
-    ran = [f for f in finals(out) if f["run_id"] in set(runs.run_id)]
-    cases = case_table(ran)
+    ran = run_table([out])
+    cases = case_table(ran[ran.run_id.isin(set(runs.run_id))])
     table.attrs["rates"] = rates(judge(cases))
-    jt, fit, named = judged_files(cases, ran, "large_init", "small_init", thresholds)  # fit: ours, beside jt
+    jt, fit, named = judged_files(cases, curve_table([out]), "large_init", "small_init", thresholds)  # fit: ours
     table.attrs["rates_table"] = jt["rates"]
     table.attrs["summary"] = summary_lines(jt["rates"], max(len(peak_lrs or ()), 1), seeds,
                                            fitted=fit["rates"] if fit else None)
@@ -199,7 +199,9 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
                                       "setting_measured": _measured_or_none()})
     atomic_write(out / "summary.csv", lambda p: table.to_csv(p, index=False))
     first = [r for r in rows if (r["seed"], r["peak_lr"]) == (rows[0]["seed"], rows[0]["peak_lr"])]
-    hist = {r["model"]: pd.DataFrame(read_json(Path(r["run_dir"]) / "final.json")["history"]) for r in first}
+    history = history_table([out])
+    hist = {r["model"]: history[history.run_id == Path(r["run_dir"]).name].drop(columns="run_id")
+            .dropna(axis=1, how="all").reset_index(drop=True) for r in first}
     save_figure(plot_ood_over_training(hist, {r["model"]: r["gamma"] for r in first}),
                 out / "ood_over_training", formats=("png",), dpi=130)
     return table

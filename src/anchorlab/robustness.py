@@ -103,17 +103,14 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def case_table(runs: Sequence[Mapping[str, Any]], settings: Sequence[Setting] = DEFAULT_SETTINGS,
+def case_table(rows: pd.DataFrame, settings: Sequence[Setting] = DEFAULT_SETTINGS,
                vary_keys: Sequence[str] = ()) -> pd.DataFrame:
     """One row per run: [the varied keys' values,] op set, seed, setting, peak lr, final ID / inferential /
     symmetric accuracy, each one's best over training (``best_*``), status, steps, wall time.
 
-    ``runs``: final.json dicts of the study's runs, read through the run table
-    (:func:`anchorlab.sweep.runtable.rows_of`).
+    ``rows``: the study's runs as run-table rows (:func:`anchorlab.sweep.runtable.run_table`).
     """
-    from .sweep.runtable import rows_of
-
-    t = rows_of(runs)
+    t = rows.reset_index(drop=True)
     if not len(t):
         return pd.DataFrame(columns=[*vary_keys, "op_set", "seed", "setting", "peak_lr", "status", "run_id"])
     keys = sorted({k for s in settings for k in s.overrides})
@@ -157,29 +154,30 @@ def judgement_tables(cases: pd.DataFrame, large: str, small: str, thresholds: Se
     return {"seeds": seed_bests(ok, [*by, "op_set", "setting"]), "cells": cells, "rates": table}
 
 
-def fitted_tables(cases: pd.DataFrame, runs: Sequence[Mapping[str, Any]], large: str, small: str,
+def fitted_tables(cases: pd.DataFrame, curves: pd.DataFrame, large: str, small: str,
                   thresholds: Sequence[float] = (0.5, 0.8), id_min: float = 0.9,
                   by: Sequence[str] = ()) -> dict[str, pd.DataFrame] | None:
     """:func:`judgement_tables` with each run's best over training read only at the evaluations with ID >=
-    ``id_min`` (:func:`anchorlab.eval.judgement.with_fitted_bests` over the runs' histories; our reading, not
-    the papers'); ``None`` where a completed run has no history (then no table mixes the two readings)."""
+    ``id_min`` (:func:`anchorlab.eval.judgement.with_fitted_bests` over the runs' trajectories ``curves``,
+    :func:`anchorlab.sweep.runtable.curve_table`; our reading, not the papers'); ``None`` where a completed
+    run has no trajectory (then no table mixes the two readings)."""
     from .eval.judgement import with_fitted_bests
-    from .sweep.runtable import curves_of
 
     ok = cases[cases.status.isin(COMPLETED)]
-    curves = curves_of([f for f in runs if f.get("run_id") in set(ok.run_id)])
+    curves = curves[curves.run_id.isin(set(ok.run_id))].reset_index(drop=True)
     if not len(ok) or not set(ok.run_id) <= set(curves.run_id):
         return None
     return judgement_tables(with_fitted_bests(ok, curves, id_min), large, small, thresholds, id_min, by)
 
 
-def judged_files(cases: pd.DataFrame, runs: Sequence[Mapping[str, Any]], large: str, small: str,
+def judged_files(cases: pd.DataFrame, curves: pd.DataFrame, large: str, small: str,
                  thresholds: Sequence[float] = (0.5, 0.8), id_min: float = 0.9, by: Sequence[str] = ()
                  ) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame] | None, list[tuple[str, pd.DataFrame]]]:
     """:func:`judgement_tables` and :func:`fitted_tables` of one study, with the named tables a study writes:
-    ``seeds``, ``cells``, ``rates`` and, where every run has its history, the same as ``<name>_fitted``."""
+    ``seeds``, ``cells``, ``rates`` and, where every run has its trajectory in ``curves``
+    (:func:`anchorlab.sweep.runtable.curve_table`), the same as ``<name>_fitted``."""
     jt = judgement_tables(cases, large, small, thresholds, id_min, by)
-    fit = fitted_tables(cases, runs, large, small, thresholds, id_min, by)
+    fit = fitted_tables(cases, curves, large, small, thresholds, id_min, by)
     names = ("seeds", "cells", "rates")
     return jt, fit, [(k, jt[k]) for k in names] + ([(f"{k}_fitted", fit[k]) for k in names] if fit else [])
 
@@ -248,7 +246,7 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
     from pathlib import Path
 
     from .io import atomic_write
-    from .sweep.results import finals
+    from .sweep.runtable import curve_table, run_table
     from .sweep.runner import run_sweep
 
     out = Path(out_dir)
@@ -267,10 +265,10 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
     by = list(vary or {})
     large, small = settings[0].name, settings[1].name
     # this study's runs only: a directory shared with other sweeps (docs/headline.md) holds more
-    runs = [f for f in finals(out) if f["run_id"] in ids]
-    cases = case_table(runs, settings, by)
+    rows = run_table([out])
+    cases = case_table(rows[rows.run_id.isin(ids)], settings, by)
     judged = judge(cases, large, small, id_min, max(thresholds), by=by)
-    jt, fit, named = judged_files(cases, runs, large, small, thresholds, id_min, by)
+    jt, fit, named = judged_files(cases, curve_table([out]), large, small, thresholds, id_min, by)
     r = rates(judged)
     tables = [("cases", cases), ("judged", judged), *named]
     res: dict[str, Any] = {"rates": r, "rates_table": jt["rates"], "judged": judged, "cases": cases,
