@@ -1,7 +1,7 @@
 """One run table: sweep directories, run directories and committed CSVs -> one row per run.
 
-:func:`run_table` is the one reader of final.json's raw dict for the studies and figures that judge
-runs (the Fig. 2 cell, the gamma x weight-decay grid, the predictor study, the op-set crossing): a
+:func:`run_table` is the one reader of final.json's raw dict for the studies and figures (every paper
+figure, the demo, the robustness study; :func:`history_table` for their evaluations): a
 source is a sweep directory (``<dir>/runs/*/final.json``), a run directory (``<dir>/final.json``) or
 a committed run table (CSV). Every source gives rows of one schema:
 
