@@ -2,9 +2,9 @@
 
 A sweep directory holds ``sweep.yaml`` (the spec), ``results.sqlite`` (the
 store, read through :mod:`.store`) and ``runs/<run_id>/`` (each run's files,
-``final.json`` among them). The report, the paper figures, the demo and the
-robustness study read sweeps through these functions; the studies judge runs through the run table
-(:mod:`.runtable`), which reads committed run tables (CSV) beside sweep directories.
+``final.json`` among them). The report and the sweep runner read sweeps through these functions; the
+paper figures, the demo and the studies read runs through the run table (:mod:`.runtable`), which reads
+committed run tables (CSV) beside sweep directories.
 """
 
 from __future__ import annotations
