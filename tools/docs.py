@@ -46,6 +46,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "c3-grid": cl.c3_grid,
     "c3-rescue": cl.c3_rescue,
     "mech-outcome": cl.mech_outcome,
+    "mech-picks": cl.mech_picks,
+    **{f"{c.lower()}-seeds": (lambda c=c: cl.seeded_table(c)) for c in cl.SEEDED},
     "c4-flow": cl.c4_flow,
     "c5-parallel": cl.c5_parallel,
     "c6-condensation": cl.c6_condensation,

@@ -5,9 +5,11 @@ judgement the table already holds (a run's solution, a cell's phase, a claims ro
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import pandas as pd
 
-from docs_common import count, md_table, num, paper_gamma, ratio, table
+from docs_common import count, md_table, num, paper_gamma, ratio, sci, table
 
 
 # ------------------------------------------------------------------ C3: the journal's phases and weight decay
@@ -209,3 +211,99 @@ def predictor_intervals() -> str:
         off = part[(part.auc_lo > 0.5) | (part.auc_hi < 0.5)]
         rows.append([f"{f:.0%}", str(len(part)), ratio(len(off), len(part)), ", ".join(f"`{x}`" for x in off.feature) or "-"])
     return md_table(["features read at", "features", "AUC intervals excluding 0.5", "which"], rows)
+
+
+# ------------------------------------------------------------------ C4-C7 over seeds (the std-matched cell's runs)
+# per claim: the committed side summary (reproduce neurips-fig3 / neurips-fig5 at --scale cpu) and its measures,
+# each with the paper's direction: ">" the small init above the large, "<" below
+SEEDED: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
+    "C4": ("mechanism_cpu_summary.csv", [
+        ("L0 anchors->key", "layer 1: the anchors read the key (the inferential route)", ">"),
+        ("L1 last->anchors", "layer 2: the last token reads the anchors (the inferential route)", ">"),
+        ("L0 last->anchors", "layer 1: the last token merges the anchors (the symmetric route)", "<"),
+        ("L1 last->key", "layer 2: the last token reads the key", "")]),
+    "C5": ("mechanism_cpu_summary.csv", [
+        ("contrast X_ao(2)", "X_ao(2): equal-target contrast", ">"),
+        ("contrast X_ao(2) centered", "X_ao(2): equal-target contrast, centered", ">"),
+        ("contrast V(2)", "V(2) at the first anchor: contrast by g(x; a1)", ">"),
+        ("contrast V(2) centered", "V(2) at the first anchor, centered", ">"),
+        ("contrast anchor2-masked centered", "second anchor masked: contrast by g(x; a1), centered (journal Fig. 4)", "")]),
+    "C6": ("complexity_cpu_summary.csv", [
+        ("mean_abs_cos", "W_Q(1) rows: mean abs cos", ">"),
+        ("stable_rank", "W_Q(1): stable rank", "<"),
+        ("effective_directions", "W_Q(1): effective directions", "<")]),
+    "C7": ("complexity_cpu_summary.csv", [
+        ("ordinal_spearman", "key embeddings: Spearman with the key order", ">"),
+        ("ordinal_r2", "first PC R^2 against the key", ">"),
+        ("diff_consistency_3", "+3 difference consistency", ">"),
+        ("diff_consistency_4", "+4 difference consistency", ">")]),
+}
+
+
+def _sides(name: str) -> pd.DataFrame:
+    return table(name).set_index(["side", "metric"])
+
+
+def _reading(s: pd.DataFrame, metric: str, direction: str) -> str:
+    """How a measure reads against the paper's direction: apart (the sides' ranges do not meet), overlapping, or
+    the other way (the means go against the paper)."""
+    a, b = s.loc[("small_init", metric)], s.loc[("large_init", metric)]
+    if not direction:
+        return "(shown, not judged)"
+    up = a["mean"] > b["mean"] if direction == ">" else a["mean"] < b["mean"]
+    apart = a["min"] > b["max"] if direction == ">" else a["max"] < b["min"]
+    return ("as the paper, apart" if apart else "as the paper, overlapping") if up else "the other way"
+
+
+def seeded_table(claim: str) -> str:
+    """C4-C7: each measure per side as mean (min-max) over the picked seeds, the paper's direction, our reading."""
+    name, measures = SEEDED[claim]
+    s = _sides(name)
+    n = {side: int(s.loc[(side, measures[0][0]), "n"]) for side in ("small_init", "large_init")}
+    head = ["measure", f"small init, paper gamma 0.8 ({n['small_init']} seeds)",
+            f"large init, paper gamma 0.3 ({n['large_init']} seeds)", "the paper", "ours"]
+    rows = []
+    for metric, label, direction in measures:
+        cells = [f"{num(s.loc[(side, metric), 'mean'])} ({num(s.loc[(side, metric), 'min'])} to "
+                 f"{num(s.loc[(side, metric), 'max'])})" for side in ("small_init", "large_init")]
+        paper = {">": "small above large", "<": "small below large", "": ""}[direction]
+        rows.append([f"{label} (`{metric}`)", *cells, paper, _reading(s, metric, direction)])
+    return md_table(head, rows)
+
+
+def seeded_status(claim: str) -> Callable[[], str]:
+    """reproduced: every judged measure goes the paper's way with the sides apart; not reproduced: most go the other
+    way; partly otherwise."""
+    def status() -> str:
+        name, measures = SEEDED[claim]
+        s = _sides(name)
+        reads = [_reading(s, m, d) for m, _, d in measures if d]
+        if all(r == "as the paper, apart" for r in reads):
+            return "reproduced"
+        return "not reproduced" if 2 * sum(r == "the other way" for r in reads) > len(reads) else "partly"
+    return status
+
+
+def seeded_ours(claim: str) -> Callable[[], str]:
+    def ours() -> str:
+        name, measures = SEEDED[claim]
+        s = _sides(name)
+        reads = [_reading(s, m, d) for m, _, d in measures if d]
+        m = measures[0][0]
+        return (f"{num(s.loc[('small_init', m), 'mean'])} small vs {num(s.loc[('large_init', m), 'mean'])} large init "
+                f"(`{m}`); {sum(r.startswith('as the paper') for r in reads)} of {len(reads)} measures as the paper")
+    return ours
+
+
+def mech_picks() -> str:
+    """The runs C4-C7 analyze: per side and seed the picked run, or why none."""
+    p = table("mechanism_cpu_picks.csv")
+    rows = []
+    for r in p.itertuples():
+        side = "small init (paper gamma 0.8)" if r.side == "small_init" else "large init (paper gamma 0.3)"
+        if r.picked:
+            rows.append([side, str(r.seed), f"`{r.run_id}`", sci(r.peak_lr), num(r.id_acc), num(r.ood_inferential_acc),
+                         num(r.ood_symmetric_acc)])
+        else:
+            rows.append([side, str(r.seed), "none composes", "", "", "", ""])
+    return md_table(["side", "seed", "run", "peak lr", "ID", "(4,3) inferential", "(4,3) symmetric"], rows)
