@@ -117,3 +117,16 @@ def test_research_outputs_are_not_package_data():
     assert not list(src.rglob("*.json")) and not list(src.rglob("*.csv"))
     data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["anchorlab"]
     assert all(not d.endswith((".json", ".csv")) for d in data)
+
+
+def test_the_plain_sentence_names_the_bar_and_the_accuracy_it_missed():
+    import pandas as pd
+
+    from anchorlab.demo import plain_verdict
+
+    t = pd.DataFrame({"model": ["large_init", "small_init"], "ood_inferential_acc": [0.0, 0.705],
+                      "ood_symmetric_acc": [1.0, 0.12]})
+    t.attrs["rates"] = {"cases": 1, "large_memorizes_rate": 1.0, "small_composes_rate": 0.0, "contrast_rate": 0.0}
+    v = plain_verdict(t)
+    assert "memorized (answered the mirror)" in v
+    assert "did not compose at the 0.8 the contrast asks (inferential 0.70)" in v and "does not show" in v

@@ -91,8 +91,14 @@ def plain_verdict(table: pd.DataFrame) -> str:
     r = table.attrs["rates"]
     n = int(r["cases"])
     if n == 1:
-        large = "memorized (answered the mirror)" if r["large_memorizes_rate"] == 1 else "did not memorize"
-        small = "composed" if r["small_composes_rate"] == 1 else "did not compose"
+        def acc(model: str, col: str) -> str:
+            v = table.loc[table.model == model, col] if {"model", col} <= set(table.columns) else []
+            return f" ({col.split('_')[1]} {float(v.iloc[0]):.2f})" if len(v) else ""
+
+        large = ("memorized (answered the mirror)" if r["large_memorizes_rate"] == 1 else
+                 "did not memorize at the 0.8 the contrast asks" + acc("large_init", "ood_symmetric_acc"))
+        small = ("composed" if r["small_composes_rate"] == 1 else
+                 "did not compose at the 0.8 the contrast asks" + acc("small_init", "ood_inferential_acc"))
         shown = "shows" if r["contrast_rate"] == 1 else "does not show"
         return (f"In plain words: the large-init model {large} and the small-init model {small}, so this run "
                 f"{shown} the papers' contrast; one run is one draw, and the measured rate above says how often "
