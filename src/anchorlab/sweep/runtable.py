@@ -229,11 +229,10 @@ def curves_of(finals: Sequence[Mapping[str, Any]]) -> "pd.DataFrame":
                         columns=CURVE_COLUMNS)
 
 
-def curve_table(sources: Sequence[str | Path]) -> "pd.DataFrame":
-    """One row per (run, evaluation) of ``sources`` (:data:`CURVE_COLUMNS`: ID accuracy and the held-out
-    pair's accuracy under each mapping, from each completed run's ``history``, rows without the held-out
-    metrics left out); for a committed ``X.csv``, its ``X_curves.csv`` beside it where there is one. A run
-    read from a directory wins over a committed trajectory."""
+def _per_evaluation(sources: Sequence[str | Path], suffix: str, of_finals: Any, strict: bool) -> "pd.DataFrame":
+    """The per-evaluation table of ``sources``: ``of_finals`` over the completed runs of their directories (a run
+    in several read once, the first copy), then the rows of each committed ``X.csv``'s ``X<suffix>.csv`` whose run
+    no directory holds. ``strict``: a source that is neither a directory nor a CSV is refused."""
     import pandas as pd
 
     seen: dict[str, dict[str, Any]] = {}
@@ -241,16 +240,25 @@ def curve_table(sources: Sequence[str | Path]) -> "pd.DataFrame":
     for s in sources:
         p = Path(s)
         if p.suffix == ".csv":
-            q = p.with_name(p.stem + "_curves.csv")
+            q = p.with_name(p.stem + suffix)
             if q.is_file():
                 olds.append(pd.read_csv(q))
         elif p.is_dir():
             for f in _finals_of(p, COMPLETED):
                 seen.setdefault(f["run_id"], f)
-    new = curves_of(list(seen.values()))
-    frames = [new] + [o[~o.run_id.isin(set(seen))] for o in olds]
-    frames = [f for f in frames if len(f)]
+        elif strict:
+            raise ConfigError(f"history table source {p}: neither a directory nor a CSV file")
+    new = of_finals(list(seen.values()))
+    frames = [f for f in [new] + [o[~o.run_id.isin(set(seen))] for o in olds] if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else new
+
+
+def curve_table(sources: Sequence[str | Path]) -> "pd.DataFrame":
+    """One row per (run, evaluation) of ``sources`` (:data:`CURVE_COLUMNS`: ID accuracy and the held-out
+    pair's accuracy under each mapping, from each completed run's ``history``, rows without the held-out
+    metrics left out); for a committed ``X.csv``, its ``X_curves.csv`` beside it where there is one. A run
+    read from a directory wins over a committed trajectory."""
+    return _per_evaluation(sources, "_curves.csv", curves_of, strict=False)
 
 
 def histories_of(finals: Sequence[Mapping[str, Any]]) -> "pd.DataFrame":
@@ -269,24 +277,7 @@ def history_table(sources: Sequence[str | Path]) -> "pd.DataFrame":
     :func:`run_table`, a run in several directories read once, the first copy); for a committed ``X.csv``,
     its ``X_history.csv`` beside it where there is one. A run read from a directory wins over a committed
     history."""
-    import pandas as pd
-
-    seen: dict[str, dict[str, Any]] = {}
-    olds = []
-    for s in sources:
-        p = Path(s)
-        if p.suffix == ".csv":
-            q = p.with_name(p.stem + "_history.csv")
-            if q.is_file():
-                olds.append(pd.read_csv(q))
-        elif p.is_dir():
-            for f in _finals_of(p, COMPLETED):
-                seen.setdefault(f["run_id"], f)
-        else:
-            raise ConfigError(f"history table source {p}: neither a directory nor a CSV file")
-    new = histories_of(list(seen.values()))
-    frames = [f for f in [new] + [o[~o.run_id.isin(set(seen))] for o in olds] if len(f)]
-    return pd.concat(frames, ignore_index=True) if frames else new
+    return _per_evaluation(sources, "_history.csv", histories_of, strict=True)
 
 
 def run_history(history: "pd.DataFrame", run_id: str) -> list[dict[str, Any]]:
