@@ -13,7 +13,9 @@ dataclass from ``registry`` (see :mod:`anchorlab.registry`).
 A field with ``metadata={"identity": False}`` (e.g. a data directory) is left
 out of :func:`identity_dict`, the mapping a run id is hashed from; one with
 ``metadata={"identity": "unless_default"}`` is left out while it holds its
-default, so adding such a field keeps the run ids of existing configs.
+default, so adding such a field keeps the run ids of existing configs. ``metadata["identity_when"]``, a
+predicate of the section, leaves a field out wherever it does not change what trains (e.g. a bf16-only
+setting in a float32 run).
 """
 
 from __future__ import annotations
@@ -94,6 +96,9 @@ def to_dict(obj: Any) -> Any:
 
 def _in_identity(obj: Any, f: dataclasses.Field) -> bool:
     mode = f.metadata.get("identity", True)
+    when = f.metadata.get("identity_when")
+    if when is not None and not when(obj):
+        return False
     if mode == "unless_default":
         return getattr(obj, f.name) != f.default
     return bool(mode)

@@ -236,6 +236,9 @@ def parse_stop_rule(path: str, rule: str) -> tuple[str, str, float]:
     return m.group(1), m.group(2), value
 
 
+BF16_PATHS = ("autocast", "native")
+
+
 def matmul_amp(amp: str, device_type: str, cpu_bf16_units: bool) -> str:
     """What ``train.amp`` resolves to on a device: "bf16" or "none". ``auto`` is bf16 only on a CPU with
     bf16 matrix units (``cpu_bf16_units``); ``bf16`` is bf16 everywhere (emulated, and slow, on a CPU
@@ -271,6 +274,12 @@ class TrainConfig:
     malloc_retain: bool = field(default=True, metadata={"identity": False})
     compile: bool = False
     amp: str = "none"            # "none" | "bf16" | "auto" (bf16 on a CPU with bf16 matrix units; train/precision.py)
+    # how a bf16 run computes (train/precision.py): "autocast" (torch.autocast casts per op; every run recorded
+    # before this field trained so, hence the default, and a config without the field keeps meaning it) or
+    # "native" (activations stay bf16 between ops, fp32 master weights). Part of the run id only where it
+    # changes what trains: amp not "none" and the value not the default, so float32 run ids never move.
+    bf16_path: str = field(default="autocast", metadata={"identity": "unless_default",
+                                                        "identity_when": lambda c: c.amp != "none"})
     tf32: bool = False
     log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
     # log the early predictors of the anchor task (analysis/predictors) at each eval; not part of the run id
@@ -294,6 +303,7 @@ class TrainConfig:
             fail(f"{p}.device", f"must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
         check_choice(f"{p}.dtype", self.dtype, ("float32", "float64"))
         check_choice(f"{p}.amp", self.amp, ("none", "bf16", "auto"))
+        check_choice(f"{p}.bf16_path", self.bf16_path, BF16_PATHS)
         check_range(f"{p}.predictors_until", self.predictors_until, 0.0, 1.0)
         for i, r in enumerate(self.stop_when):
             parse_stop_rule(f"{p}.stop_when[{i}]", r)

@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 # train.* fields that must agree across a stack (seeds, checkpoint_every and stop_when may differ).
 SHARED_TRAIN_FIELDS = ("epochs", "batch_size", "max_steps", "eval_every", "device", "dtype", "threads",
-                       "flush_denormal", "malloc_retain", "compile", "amp", "tf32")
+                       "flush_denormal", "malloc_retain", "compile", "amp", "bf16_path", "tf32")
 
 
 # ----------------------------------------------------------------------------- validation
