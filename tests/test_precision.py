@@ -86,7 +86,8 @@ def test_bf16_run_keeps_float32_master_weights_and_records_precision(bf16_runs):
     root, cfg, full, _, _ = bf16_runs
     assert full["status"] == "finished" and full["steps"] == 32
     assert full["precision"] == {"requested": "bf16", "amp": "bf16", "reason": full["precision"]["reason"],
-                                 "device": full["device"], "matmul_dtype": "bfloat16", "master_dtype": "float32"}
+                                 "device": full["device"], "path": "autocast", "matmul_dtype": "bfloat16",
+                                 "master_dtype": "float32"}
     assert full["device"].startswith("cpu: ") and cpu_matrix_units().describe() in full["device"]
     weights = load_file(root / "full" / "model.safetensors")
     assert all(w.dtype == torch.float32 for w in weights.values())
@@ -216,3 +217,11 @@ def test_malloc_retain_is_not_part_of_the_run_id_and_takes_effect_on_glibc():
     assert a.run_id() == b.run_id() and a.train.malloc_retain and not b.train.malloc_retain
     if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
         assert retain_freed_memory() and retain_freed_memory()
+
+
+def test_precision_path_follows_bf16_path_only_for_a_bf16_run():
+    assert resolve_precision("none", CPU, AMX, bf16_path="native").path == "fp32"
+    assert resolve_precision("bf16", CPU, AMX, bf16_path="native").path == "native"
+    assert resolve_precision("auto", CPU, AVX2, bf16_path="native").path == "fp32"     # auto fell back to float32
+    assert resolve_precision("bf16", CPU, AMX).path == "autocast"                     # the default path
+    assert resolve_precision("bf16", CPU, AMX, bf16_path="native").to_dict()["path"] == "native"

@@ -14,6 +14,16 @@ several times *slower* than float32 (measured on an AVX2-only EPYC: 5.7 vs 45
 GFLOP/s for a 2304x128 @ 128x512 linear), which is why ``auto`` falls back and
 an explicit ``bf16`` warns. The resolved choice and its reason go into
 final.json (``precision``).
+
+``train.bf16_path`` says how a bf16 run computes (:attr:`Precision.path`):
+
+* ``autocast`` -- ``torch.autocast``: float32 activations, each matmul casts its
+  inputs to bfloat16 (every recorded bf16 run trained this way);
+* ``native`` -- activations stay bfloat16 between ops, float32 only where
+  chosen (loss, softmax and LayerNorm statistics), matmuls on a bfloat16 copy
+  of the weights refreshed once per optimizer step (:mod:`.bf16_native`).
+
+A float32 run's path is ``fp32`` whatever ``bf16_path`` says.
 """
 
 from __future__ import annotations
@@ -29,6 +39,8 @@ import torch
 from ..config.experiment import matmul_amp
 
 log = logging.getLogger(__name__)
+
+PATHS = ("fp32", "autocast", "native")   # Precision.path: how a run computes
 
 
 @dataclass(frozen=True)
@@ -74,6 +86,15 @@ class Precision:
     amp: str             # "none" | "bf16"
     reason: str
     device: str = ""     # what trained: "cuda: NVIDIA H200", "cpu: AMD EPYC ... (AVX512 with AVX512-BF16)"
+    path: str = ""       # "fp32" | "autocast" | "native"; "" -> "fp32" for amp none, else "autocast"
+
+    def __post_init__(self) -> None:
+        if self.amp == "none":
+            object.__setattr__(self, "path", "fp32")
+        elif not self.path:
+            object.__setattr__(self, "path", "autocast")
+        if self.path not in PATHS:
+            raise ValueError(f"Precision.path: {self.path!r} is not one of {PATHS}")
 
     @property
     def matmul_dtype(self) -> str:
@@ -111,10 +132,13 @@ def device_label(device: torch.device, units: CpuMatrixUnits | None = None) -> s
     return device.type
 
 
-def resolve_precision(amp: str, device: torch.device, units: CpuMatrixUnits | None = None) -> Precision:
+def resolve_precision(amp: str, device: torch.device, units: CpuMatrixUnits | None = None,
+                      bf16_path: str = "autocast") -> Precision:
     """``train.amp`` on ``device`` -> :class:`Precision` with the device in words (logs one line when bf16
-    is slow or declined); the rule itself is :func:`anchorlab.config.experiment.matmul_amp`."""
-    return dataclasses.replace(_resolve(amp, device, units), device=device_label(device, units))
+    is slow or declined); the rule itself is :func:`anchorlab.config.experiment.matmul_amp`.
+    ``bf16_path`` (``train.bf16_path``) is the path of a run that resolves to bf16; float32 stays ``fp32``."""
+    p = _resolve(amp, device, units)
+    return dataclasses.replace(p, device=device_label(device, units), path=bf16_path if p.amp == "bf16" else "fp32")
 
 
 def _resolve(amp: str, device: torch.device, units: CpuMatrixUnits | None) -> Precision:
@@ -141,13 +165,14 @@ def _resolve(amp: str, device: torch.device, units: CpuMatrixUnits | None) -> Pr
 
 
 def autocast(precision: Precision, device: torch.device):
-    """The autocast context of a resolved precision (a null context for float32)."""
+    """The autocast context of a resolved precision (a null context for float32 and for the native
+    bf16 path, which casts by itself)."""
     import contextlib
 
-    if precision.amp == "bf16":
+    if precision.path == "autocast":
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
-__all__ = ["CpuMatrixUnits", "Precision", "autocast", "cpu_matrix_units", "cpu_model_name", "device_label",
+__all__ = ["PATHS", "CpuMatrixUnits", "Precision", "autocast", "cpu_matrix_units", "cpu_model_name", "device_label",
            "resolve_precision"]

@@ -315,7 +315,7 @@ class RunState:
             task.write_run_files(run_dir, seed)
         if tracker is not None:
             tracker.start(cfg, step)
-        precision = resolve_precision(cfg.train.amp, device)
+        precision = resolve_precision(cfg.train.amp, device, bf16_path=cfg.train.bf16_path)
         write_json(run_dir / "precision.json", {**precision.to_dict(), "from_step": step})
         return cls(cfg, task, run_dir, model, opt, train_data, step, wall, history, callbacks, eval_data, device, t0,
                    tracker, precision)
@@ -343,7 +343,7 @@ class RunState:
 
     def _precision_note(self) -> str:
         p = self.precision
-        return f", {p.matmul_dtype} matmuls" if p is not None and p.amp != "none" else ""
+        return f", {p.matmul_dtype} matmuls ({p.path} path)" if p is not None and p.amp != "none" else ""
 
     # ---- events
     def record(self, step: int, model: torch.nn.Module, loss_mean: float) -> dict[str, Any]:
