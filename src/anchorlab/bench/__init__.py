@@ -32,12 +32,12 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from .config import ExperimentConfig, ModelConfig, load_config
-from .tasks.base import build_task
-from .train.optim import make_optimizer
-from .train.precision import CpuMatrixUnits, Precision, autocast, cpu_matrix_units
-from .train.run import init_model, numerics
-from .train.single import train_step
+from ..config import ExperimentConfig, ModelConfig, load_config
+from ..tasks.base import build_task
+from ..train.optim import make_optimizer
+from ..train.precision import CpuMatrixUnits, Precision, autocast, cpu_matrix_units
+from ..train.run import init_model, numerics
+from ..train.single import train_step
 
 log = logging.getLogger(__name__)
 
