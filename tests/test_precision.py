@@ -2,12 +2,11 @@
 
 import logging
 
-import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from anchorlab.bench import BenchResult, time_steps, train_flops_per_sample
+from anchorlab.bench import time_steps, train_flops_per_sample
 from anchorlab.config import ConfigError, experiment_from_dict
 from anchorlab.train import load_run, train
 from anchorlab.train.run import init_model
@@ -167,24 +166,6 @@ def test_time_steps_times_every_phase():
     assert t.seconds > 0 and t.forward > 0 and t.backward > 0 and t.optimizer > 0
     assert set(prof.columns) == {"category", "ms_per_step", "share"} and "matmul" in set(prof.category)
     assert prof.share.sum() == pytest.approx(1.0)
-
-
-def _result(units, demo_fp32, demo_bf16, paper_pct):
-    steps = pd.DataFrame([{"shape": "demo", "precision": "fp32", "ms_per_step": demo_fp32, "pct_of_peak": 70.0},
-                          {"shape": "demo", "precision": "bf16", "ms_per_step": demo_bf16, "pct_of_peak": 20.0},
-                          {"shape": "paper", "precision": "bf16", "ms_per_step": 1.0, "pct_of_peak": paper_pct}])
-    return BenchResult(units, 1, "wall", pd.DataFrame(columns=["precision", "gflops"]), steps, {})
-
-
-def test_bench_verdicts():
-    met = _result(AMX, 30.0, 9.0, 45.0).verdicts()
-    assert met == ["demo shape: bf16 step 3.33x the fp32 step (target >= 3x): met",
-                   "paper shape: bf16 step at 45% of the bf16 matmul peak (target >= 40%): met"]
-    missed = _result(AMX, 30.0, 20.0, 17.0).verdicts()
-    assert missed[0].endswith("(target >= 3x): not met") and missed[1].endswith("(target >= 40%): not met")
-    no_units = _result(AVX2, 30.0, 200.0, 1.0).verdicts()
-    assert no_units[0].startswith("bfloat16 targets do not apply: this CPU has no bfloat16 matrix units (AVX2")
-    assert all(line.endswith("not applicable here") for line in no_units[1:])
 
 
 def test_train_cli_says_which_precision_auto_chose_and_why(tmp_path, capsys, monkeypatch):

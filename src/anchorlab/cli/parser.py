@@ -167,17 +167,22 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
     no_progress(sp)
     sp.set_defaults(fn=handlers["reproduce"])
 
-    sp = command("bench", "this CPU's matmul peak per dtype and the training step per precision")
+    sp = command("bench", "this CPU's GEMM rate per layout and dtype and the training step per precision")
     sp.add_argument("--shapes", default="demo,paper", help="demo (demo/small) and/or paper (neurips/paper, batch 2048)")
-    sp.add_argument("--precisions", default="fp32,bf16", help="fp32 (train.amp=none) and/or bf16 (train.amp=bf16)")
+    sp.add_argument("--precisions", default="fp32,bf16,bf16-native",
+                    help="fp32 (train.amp=none), bf16 (train.amp=bf16, bf16_path=autocast), "
+                         "bf16-native (train.amp=bf16, bf16_path=native)")
     sp.add_argument("--steps", default="demo=20,paper=4", help="timed steps per shape")
     sp.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     sp.add_argument("--threads", type=int, default=1, help="torch threads (training uses 1 per worker)")
     sp.add_argument("--clock", default="wall", choices=["wall", "process"],
                     help="process: this process's CPU seconds (fair on a machine shared with other jobs)")
-    sp.add_argument("--profile", action="store_true", help="also split each step's operator time by category")
+    sp.add_argument("--profile", action="store_true",
+                    help="also split each step's operator time by category, with the cast share of forward+backward")
+    sp.add_argument("--no-cuda", action="store_true", help="skip the GPU bench even where a CUDA device is present")
     sp.add_argument("--no-malloc-retain", action="store_true",
                     help="leave glibc's malloc thresholds alone (as train.malloc_retain=false)")
-    sp.add_argument("--csv", metavar="PATH", help="also write the step table (and PATH's stem + _peaks.csv)")
+    sp.add_argument("--csv", metavar="PATH", help="also write the step table (and PATH's stem + _layouts.csv, "
+                                                  "_profile.csv with --profile, _cuda.csv where a GPU ran)")
     sp.set_defaults(fn=handlers["bench"])
     return p

@@ -133,7 +133,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
         steps[name] = int(n)
     try:
         r = run_bench(a.shapes.split(","), a.precisions.split(","), steps=steps, warmup=a.warmup, threads=a.threads,
-                      clock=a.clock, profile=a.profile, malloc_retain=not a.no_malloc_retain)
+                      clock=a.clock, profile=a.profile, malloc_retain=not a.no_malloc_retain, cuda=not a.no_cuda)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     print(format_result(r))
@@ -141,8 +141,12 @@ def cmd_bench(a: argparse.Namespace) -> int:
         from ..io import atomic_write
 
         base = Path(a.csv)
-        atomic_write(base, lambda p: r.steps.to_csv(p, index=False))
-        peaks = base.with_name(base.stem + "_peaks.csv")
-        atomic_write(peaks, lambda p: r.peaks.to_csv(p, index=False))
-        print(f"wrote {base}, {peaks}")
+        tables = {base: r.steps, base.with_name(base.stem + "_layouts.csv"): r.layouts}
+        if r.splits:
+            tables[base.with_name(base.stem + "_profile.csv")] = r.profile_compare()
+        if r.cuda_steps is not None:
+            tables[base.with_name(base.stem + "_cuda.csv")] = r.cuda_steps
+        for path, table in tables.items():
+            atomic_write(path, lambda p, t=table: t.to_csv(p, index=False))
+        print(f"wrote {', '.join(str(p) for p in tables)}")
     return 0

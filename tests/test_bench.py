@@ -1,0 +1,200 @@
+"""anchorlab bench: its tables' columns, the path that ran, the GEMM layouts, the cast share, the targets'
+lines, the GPU part's skip, and one-line errors. Tiny shapes and a fake clock: nothing here times anything."""
+
+import pandas as pd
+import pytest
+import torch
+
+import anchorlab.bench.core as core
+import anchorlab.bench.gemm as gemm
+import anchorlab.bench.steps as steps_mod
+from anchorlab.bench import LAYOUTS, STEP_COLUMNS, BenchResult, format_result, run_bench
+from anchorlab.bench.cuda import cuda_bench, device_bench
+from anchorlab.bench.gemm import layout_gemms, matmul_gflops, measure_layouts, operands
+from anchorlab.bench.shapes import SHAPES, shape_config
+from anchorlab.bench.steps import SPLIT, fwd_bwd_split
+from anchorlab.train.precision import CpuMatrixUnits, Precision
+
+AMX = CpuMatrixUnits("AVX512", amx=True, avx512_bf16=True)
+ZEN4 = CpuMatrixUnits("AVX512", amx=False, avx512_bf16=True)
+AVX2 = CpuMatrixUnits("AVX2", amx=False, avx512_bf16=False)
+TINY = ("model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=512", "task.n_eval_per_group=8")
+
+
+class FakeClock:
+    """Advances ``tick`` seconds each time it is read."""
+
+    def __init__(self, tick: float = 1e-3) -> None:
+        self.t, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.t += self.tick
+        return self.t
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    """Both shapes shrunk (the bench's code unchanged), a CPU with bf16 units (so bf16 is timed and profiled
+    like on one) and GEMMs timed for a few reads of the clock."""
+    monkeypatch.setitem(SHAPES, "demo", ("demo/small", (*TINY, "train.batch_size=16")))
+    monkeypatch.setitem(SHAPES, "paper", ("demo/small", (*TINY, "train.batch_size=32")))
+    monkeypatch.setattr(core, "cpu_matrix_units", lambda: ZEN4)
+    real = gemm.measure_layouts
+    monkeypatch.setattr(core, "measure_layouts", lambda s, d, c, m=0.3, device=None: real(s, d, c, 3e-3, device))
+
+
+def test_tables_have_their_columns_and_the_path_that_ran(tiny):
+    r = run_bench(("demo", "paper"), ("fp32", "bf16", "bf16-native"), steps={"demo": 2, "paper": 1}, warmup=1,
+                  clock=FakeClock(), profile=True, cuda=False)
+    assert list(r.steps.columns) == STEP_COLUMNS and len(r.steps) == 6
+    assert list(r.layouts.columns) == ["shape", "linear", "dtype", "layout", "m", "k", "n", "gflops", "pct_of_peak"]
+    path = dict(zip(r.steps.precision, r.steps.path))
+    assert path == {"fp32": "fp32", "bf16": "autocast", "bf16-native": "native"}
+    fp32 = r.steps[r.steps.precision == "fp32"]
+    assert (fp32.speedup_vs_fp32 == 1.0).all()
+    assert r.steps.cast_share.between(0, 1).all()            # profiled: every precision has its cast share
+    cmp = r.profile_compare()
+    assert list(cmp.category[cmp["shape"] == "demo"]) == list(SPLIT)
+    for p in ("fp32", "bf16", "bf16-native"):
+        assert cmp.groupby("shape")[f"{p}_share"].sum().round(9).eq(1.0).all()
+        share = r.steps.set_index(["shape", "precision"]).cast_share
+        got = cmp.set_index(["shape", "category"])[f"{p}_share"]
+        assert got[("demo", "casts")] == pytest.approx(share[("demo", p)])
+
+
+def test_unprofiled_steps_have_no_cast_share(tiny):
+    r = run_bench(("demo",), ("fp32",), steps={"demo": 1}, warmup=0, clock=FakeClock(), cuda=False)
+    assert r.steps.cast_share.isna().all() and not r.splits and r.profile_compare().empty
+
+
+def test_the_path_column_reads_the_resolved_precision_not_the_request(tiny, monkeypatch):
+    # a bf16-native request that resolved to autocast (as before the native path existed) says autocast
+    monkeypatch.setattr(steps_mod, "bench_precision", lambda cfg: Precision("bf16", "bf16", "test", path="autocast"))
+    r = run_bench(("demo",), ("bf16-native",), steps={"demo": 1}, warmup=0, clock=FakeClock(), cuda=False)
+    assert list(r.steps.path) == ["autocast"]
+
+
+def test_the_native_precision_asks_for_the_native_path():
+    cfg = shape_config("demo", "bf16-native")
+    assert (cfg.train.amp, cfg.train.bf16_path) == ("bf16", "native")
+    assert shape_config("demo", "bf16").train.bf16_path == "autocast"
+    assert steps_mod.bench_precision(cfg).path == "native"
+    assert steps_mod.bench_precision(shape_config("demo", "fp32")).path == "fp32"
+
+
+def test_layout_rows_cover_nt_nn_tn_with_each_linears_dimensions(tiny):
+    lay = measure_layouts(["demo"], ["fp32", "bf16"], FakeClock(), 3e-3)
+    cfg = shape_config("demo")
+    rows, d, f = cfg.train.batch_size * cfg.task.seq_len, cfg.model.d_model, cfg.model.d_ff
+    for (linear, dtype), g in lay.groupby(["linear", "dtype"]):
+        assert sorted(g.layout) == sorted(LAYOUTS)
+    ffn_in = lay[(lay.linear == "ffn in") & (lay.dtype == "fp32")].set_index("layout")
+    assert tuple(ffn_in.loc["NT", ["m", "k", "n"]]) == (rows, d, f)      # x @ W.T
+    assert tuple(ffn_in.loc["NN", ["m", "k", "n"]]) == (rows, f, d)      # g @ W
+    assert tuple(ffn_in.loc["TN", ["m", "k", "n"]]) == (f, rows, d)      # g.T @ x
+    assert lay.groupby("dtype").pct_of_peak.max().eq(100).all() and (lay.pct_of_peak > 0).all()
+    assert len(layout_gemms(["demo", "paper"])) == 12
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_operands_are_stored_as_the_layer_holds_them_and_multiply_right(layout):
+    a, b = operands(layout, 5, 3, 4, torch.float32, torch.Generator().manual_seed(0))
+    assert a.shape == (5, 3) and b.shape == (3, 4)
+    assert a.is_contiguous() == (layout[0] == "N") and a.T.is_contiguous() == (layout[0] == "T")
+    assert b.is_contiguous() == (layout[1] == "N") and b.T.is_contiguous() == (layout[1] == "T")
+    assert torch.allclose(a @ b, a.contiguous() @ b.contiguous())
+
+
+def test_matmul_gflops_counts_reps_against_the_clock():
+    # reads: start 1, then 2 (dt 1 < 2), then 3 (dt 2): two timed products in 2 s
+    assert matmul_gflops(8, 4, 2, torch.float32, FakeClock(1.0), min_seconds=2.0, layout="TN") == \
+        pytest.approx(2 * 8 * 4 * 2 * 2 / 2 / 1e9)
+    with pytest.raises(ValueError, match="layout: must be one of NT, NN, TN, got 'TT'"):
+        matmul_gflops(8, 4, 2, torch.float32, FakeClock(), layout="TT")
+
+
+def test_fwd_bwd_split_leaves_the_optimizer_out():
+    events = [("aten::mm", 6.0, False), ("aten::copy_", 2.0, False), ("aten::relu", 1.0, False),
+              ("aten::copy_", 50.0, True), ("aten::_foreach_mul_", 9.0, False), ("aten::view", 1.0, False)]
+    split = fwd_bwd_split(events, steps=2).set_index("category")
+    assert list(split.index) == list(SPLIT)
+    assert split.ms_per_step["matmul"] == 3.0 and split.ms_per_step["casts"] == 1.0
+    assert split.share["casts"] == pytest.approx(2 / 10) and split.ms_per_step["softmax"] == 0.0
+
+
+def _result(units, demo_fp32, demo_native, paper_pct, cpu="Some CPU 9000"):
+    steps = pd.DataFrame([
+        {"shape": "demo", "precision": "fp32", "path": "fp32", "ms_per_step": demo_fp32, "pct_of_peak": 70.0},
+        {"shape": "demo", "precision": "bf16-native", "path": "native", "ms_per_step": demo_native, "pct_of_peak": 20.0},
+        {"shape": "paper", "precision": "bf16-native", "path": "native", "ms_per_step": 1.0, "pct_of_peak": paper_pct}])
+    return BenchResult(units, 1, "wall", pd.DataFrame(columns=["dtype", "gflops"]), steps, cpu=cpu)
+
+
+def test_targets_are_printed_met_or_not_with_the_cpu_and_its_units():
+    met = _result(AMX, 30.0, 9.0, 55.0).verdicts()
+    assert met == [
+        "targets on Some CPU 9000 (AVX512 with AMX and AVX512-BF16), measured, not asserted:",
+        "demo shape, bf16-native (native path): step 3.33x the fp32 step (target >= 2.5x: met; stretch 3x: met)",
+        "paper shape, bf16-native (native path): step at 55% of the bf16 matmul peak (target >= 40%: met; "
+        "stretch 50%: met)"]
+    part = _result(ZEN4, 30.0, 11.5, 45.0).verdicts()
+    assert "(AVX512 with AVX512-BF16)" in part[0]
+    assert part[1].endswith("2.61x the fp32 step (target >= 2.5x: met; stretch 3x: not met)")
+    assert part[2].endswith("(target >= 40%: met; stretch 50%: not met)")
+    missed = _result(ZEN4, 30.0, 20.0, 17.0).verdicts()
+    assert missed[1].endswith("(target >= 2.5x: not met; stretch 3x: not met)")
+    assert missed[2].endswith("(target >= 40%: not met; stretch 50%: not met)")
+    none = _result(AVX2, 30.0, 200.0, 1.0).verdicts()
+    assert none[1].startswith("bfloat16 targets do not apply: this CPU has no bfloat16 matrix units")
+    assert all(line.endswith("not applicable here)") for line in none[2:]) and len(none) == 4
+
+
+def test_the_printout_has_every_table_and_the_targets(tiny):
+    r = run_bench(("demo", "paper"), ("fp32", "bf16-native"), steps={"demo": 1, "paper": 1}, warmup=0,
+                  clock=FakeClock(), profile=True, cuda=False)
+    text = format_result(r)
+    for needle in ("FFN GEMMs per layout", "bf16 %peak", "training step", "cast_share",
+                   "forward + backward operator split", "bf16-native_share", "targets on ",
+                   "demo shape, bf16-native (native path): step", "paper shape, bf16-native (native path): step at"):
+        assert needle in text, needle
+
+
+def test_the_gpu_bench_skips_cleanly_without_cuda(tiny, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cuda_bench() == (None, None, "no CUDA device: the GPU bench skipped")
+    r = run_bench(("demo",), ("fp32",), steps={"demo": 1}, warmup=0, clock=FakeClock())
+    assert r.cuda_steps is None and "no CUDA device: the GPU bench skipped" in format_result(r)
+
+
+def test_the_gpu_bench_code_path_runs_on_the_cpu(tiny, tmp_path):
+    """device_bench is the GPU bench's body; on the CPU it trains one model and a stack through the loops."""
+    table, lay = device_bench(torch.device("cpu"), shape="demo", precisions=("fp32",), stacks=(1, 2), steps=2,
+                              min_seconds=3e-3)
+    assert list(table.models) == [1, 2] and (table.path == "fp32").all() and (table.ms_per_step > 0).all()
+    assert set(lay.layout) == set(LAYOUTS) and (table.pct_of_peak > 0).all()
+
+
+def test_bad_names_give_one_line_naming_the_flag_and_the_choices(capsys):
+    from anchorlab.cli import main
+
+    assert main(["bench", "--precisions", "fp32,fp16"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--precisions: unknown precision 'fp16'; choose from fp32, bf16, bf16-native" in err
+    assert len(err.splitlines()) == 1
+    assert main(["bench", "--shapes", "huge"]) == 2
+    assert "--shapes: unknown shape 'huge'; choose from demo, paper" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="--clock: must be 'wall' or 'process', got 'cpu'"):
+        run_bench(("demo",), ("fp32",), clock="cpu", cuda=False)
+
+
+def test_csv_writes_the_steps_layouts_and_profile_tables(tiny, tmp_path, capsys):
+    from anchorlab.cli import main
+
+    out = tmp_path / "b.csv"
+    assert main(["bench", "--shapes", "demo", "--precisions", "fp32,bf16", "--steps", "demo=1", "--warmup", "0",
+                 "--profile", "--no-cuda", "--csv", str(out)]) == 0
+    assert list(pd.read_csv(out).columns) == STEP_COLUMNS
+    assert set(pd.read_csv(tmp_path / "b_layouts.csv").layout) == set(LAYOUTS)
+    prof = pd.read_csv(tmp_path / "b_profile.csv")
+    assert {"fp32_share", "bf16_share"} <= set(prof.columns) and list(prof.category) == list(SPLIT)
+    assert "b_profile.csv" in capsys.readouterr().out
