@@ -125,7 +125,8 @@ def test_fwd_bwd_split_leaves_the_optimizer_out():
 def _result(units, demo_fp32, demo_native, paper_pct, cpu="Some CPU 9000"):
     steps = pd.DataFrame([
         {"shape": "demo", "precision": "fp32", "path": "fp32", "ms_per_step": demo_fp32, "pct_of_peak": 70.0},
-        {"shape": "demo", "precision": "bf16-native", "path": "native", "ms_per_step": demo_native, "pct_of_peak": 20.0},
+        {"shape": "demo", "precision": "bf16-native", "path": "native", "ms_per_step": demo_native,
+         "pct_of_peak": 20.0},
         {"shape": "paper", "precision": "bf16-native", "path": "native", "ms_per_step": 1.0, "pct_of_peak": paper_pct}])
     return BenchResult(units, 1, "wall", pd.DataFrame(columns=["dtype", "gflops"]), steps, cpu=cpu)
 

@@ -109,7 +109,8 @@ def format_result(r: BenchResult) -> str:
     out += ["", "training step (path: what ran; cast_share: casts / forward+backward operator time):",
             r.steps.round(3).to_string(index=False)]
     for (shape, p), prof in r.profiles.items():
-        out += ["", f"operator time, {shape} {p}, whole step (self CPU ms per step):", prof.round(3).to_string(index=False)]
+        out += ["", f"operator time, {shape} {p}, whole step (self CPU ms per step):",
+                prof.round(3).to_string(index=False)]
     if r.splits:
         out += ["", "forward + backward operator split, side by side (self CPU ms per step and share):",
                 r.profile_compare().round(3).to_string(index=False)]

@@ -4,8 +4,9 @@ Where no CUDA device is present :func:`cuda_bench` returns no table and the reas
 says it skipped. The step is timed through the training entry points themselves (:func:`anchorlab.train.train`
 for one model, :func:`anchorlab.train.stacked.train_stack` for a stack) in a temporary directory: the runs
 train ``2 * steps`` steps with evaluations at 0, ``steps`` and ``2 * steps``; the first ``steps`` are the
-warm-up and the time per step is the interval between the last two evaluations less the last one's own
-``eval_seconds``. The peak is the best FFN GEMM of the shape on the device (:mod:`.gemm`'s layouts).
+warm-up and the time per step is the interval between the last two evaluations less the last ones' own
+``eval_seconds`` (every model's, for a stack). The peak is the best FFN GEMM of the shape on the device
+(:mod:`.gemm`'s layouts).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def time_trained(cfg: ExperimentConfig, models: int, steps: int, out: Path, cloc
     stamps: dict[int, float] = {}
 
     def stamp(step: int, model: torch.nn.Module) -> dict[str, float]:
-        stamps[step] = clock()      # after the evaluation at `step`, once per step (the first model of a stack)
+        stamps[step] = clock()      # after a model's evaluation at `step`: the last read is after every model's
         return {}
 
     if models == 1:
@@ -63,8 +64,8 @@ def time_trained(cfg: ExperimentConfig, models: int, steps: int, out: Path, cloc
     else:
         finals = train_stack(stack_configs(cfg, models), [out / f"m{g}" for g in range(models)], device,
                              callbacks=[stamp])
-    last = _eval_seconds(out / "m0", 2 * steps)
-    return (stamps[2 * steps] - stamps[steps] - last) / steps, str(finals[0].get("precision", {}).get("path", ""))
+    evals = sum(_eval_seconds(out / f"m{g}", 2 * steps) for g in range(models))   # the last evaluations' own time
+    return (stamps[2 * steps] - stamps[steps] - evals) / steps, str(finals[0].get("precision", {}).get("path", ""))
 
 
 def _eval_seconds(run_dir: Path, step: int) -> float:
