@@ -18,6 +18,11 @@ Two architectures from one config (``ModelConfig.arch``):
 Attention is written out (no fused kernel) so the pattern can be read and
 edited through ``blocks.{l}.attn.hook_pattern``.
 
+Linears and LayerNorms go through :mod:`.bf16`'s helpers: the module call
+itself, except inside :func:`~anchorlab.model.bf16.native_bf16` (the native
+bfloat16 training path), where the hooked activations are bfloat16 (the
+embeddings and the logits stay float32).
+
 Incremental decoding: ``forward(tokens, cache=KVCache.empty(L))`` appends the
 new positions' keys and values to the cache and returns their logits; later
 calls feed only the new tokens. The same modules (and hook points) run as in
@@ -46,6 +51,7 @@ import torch
 from torch import nn
 
 from ..config import ModelConfig
+from . import bf16
 from .hooks import HookPoint, name_hook_points, run_with_cache
 
 
@@ -106,9 +112,9 @@ class Attention(nn.Module):
         kv = x if kv is None else kv
         x_q = x[:, -1:] if last_only else x
         Tq = x_q.shape[1]
-        q = self.hook_q(self._split(self.W_Q(x_q)))
-        k = self.hook_k(self._split(self.W_K(kv)))
-        v = self.hook_v(self._split(self.W_V(kv)))
+        q = self.hook_q(self._split(bf16.linear(self.W_Q, x_q)))
+        k = self.hook_k(self._split(bf16.linear(self.W_K, kv)))
+        v = self.hook_v(self._split(bf16.linear(self.W_V, kv)))
         if cache is not None:
             if cache.keys[layer] is not None:
                 k = torch.cat([cache.keys[layer], k], dim=2)                 # (B, H, S, d_head)
@@ -123,7 +129,7 @@ class Attention(nn.Module):
         pattern = self.hook_pattern(torch.softmax(scores, dim=-1))          # (B, H, Tq, T)
         z = (pattern @ v).transpose(1, 2).reshape(B, Tq, -1)                # (B, Tq, H*d_head)
         z = self.hook_qkv(z)
-        return self.hook_out(self.W_O(z))
+        return self.hook_out(bf16.linear(self.W_O, z))
 
 
 class MLP(nn.Module):
@@ -137,8 +143,8 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.hook_in(x)
-        h = self.hook_post(self.act(self.hook_pre(self.W_in(x))))
-        return self.hook_out(self.W_out(h))
+        h = self.hook_post(self.act(self.hook_pre(bf16.linear(self.W_in, x))))
+        return self.hook_out(bf16.linear(self.W_out, h))
 
 
 class Block(nn.Module):
@@ -160,10 +166,10 @@ class Block(nn.Module):
         resid = x[:, -1:] if last_only else x
         if self.pre_ln:
             kv = x if self.norm_q_only else None
-            x_ao = self.hook_ao(resid + self.attn(self.ln_attn(x), last_only, cache, layer, blocked, kv))
-            return self.hook_do(x_ao + self.mlp(self.ln_mlp(x_ao)))
-        x_ao = self.hook_ao(self.ln_attn(resid + self.attn(x, last_only, cache, layer, blocked)))
-        return self.hook_do(self.ln_mlp(self.mlp(x_ao) + x_ao))
+            x_ao = self.hook_ao(resid + self.attn(bf16.layer_norm(self.ln_attn, x), last_only, cache, layer, blocked, kv))
+            return self.hook_do(x_ao + self.mlp(bf16.layer_norm(self.ln_mlp, x_ao)))
+        x_ao = self.hook_ao(bf16.layer_norm(self.ln_attn, resid + self.attn(x, last_only, cache, layer, blocked)))
+        return self.hook_do(bf16.layer_norm(self.ln_mlp, self.mlp(x_ao) + x_ao))
 
 
 class Transformer(nn.Module):
@@ -179,6 +185,8 @@ class Transformer(nn.Module):
     query axis: q, scores, pattern, qkv, out, ao, mlp.*, do, final); analyses
     that read or edit every position call ``forward(tokens)``.
     """
+
+    supports_native_bf16 = True   # its linears and LayerNorms go through model/bf16.py's helpers
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -213,16 +221,16 @@ class Transformer(nn.Module):
             pos = torch.arange(T, device=tokens.device) if positions is None else positions
         else:
             pos, blocked = self._incremental_masks(tokens, cache, positions, pad)
-        x = self.hook_resid_in(self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(pos)))
+        x = self.hook_resid_in(bf16.activation(self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(pos))))
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
             x = block(x, last_only and i == last, cache, i, blocked)
         if self.ln_final is not None:
-            x = self.ln_final(x)
+            x = bf16.layer_norm(self.ln_final, x)
         x = self.hook_final(x)
         if last_only:
             x = x[:, -1]
-        return self.hook_logits(self.readout(x))
+        return self.hook_logits(bf16.logits(bf16.linear(self.readout, x)))
 
     def _incremental_masks(self, tokens: torch.Tensor, cache: KVCache, positions: torch.Tensor | None,
                            pad: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:

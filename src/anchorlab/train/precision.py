@@ -36,7 +36,9 @@ from pathlib import Path
 
 import torch
 
+from ..config import ConfigError
 from ..config.experiment import matmul_amp
+from ..model.bf16 import WeightCache, native_bf16
 
 log = logging.getLogger(__name__)
 
@@ -174,5 +176,26 @@ def autocast(precision: Precision, device: torch.device):
     return contextlib.nullcontext()
 
 
+def step_context(precision: Precision, device: torch.device, model: torch.nn.Module, compiled: bool = False):
+    """The context a training step's forward runs in: autocast, the native bfloat16 path (a
+    :class:`~anchorlab.model.bf16.WeightCache` of ``model``'s linears, kept for the whole run), or none.
+    Reusable across steps. Raises ConfigError when ``model`` has no native path."""
+    if precision.path != "native":
+        return autocast(precision, device)
+    check_native(model, compiled)
+    return native_bf16(WeightCache(model))
+
+
+def check_native(model: torch.nn.Module, compiled: bool = False) -> None:
+    """ConfigError unless ``model`` runs the native bfloat16 path (and is not compiled: the path is a
+    context the compiler does not trace)."""
+    if compiled:
+        raise ConfigError("train.compile: not available with train.bf16_path='native'; use compile false "
+                          "or bf16_path 'autocast'")
+    if not getattr(model, "supports_native_bf16", False):
+        raise ConfigError(f"train.bf16_path: 'native' needs a model whose forward has the native bfloat16 path "
+                          f"(the anchorlab Transformer), not {type(model).__name__}; use 'autocast'")
+
+
 __all__ = ["PATHS", "CpuMatrixUnits", "Precision", "autocast", "cpu_matrix_units", "cpu_model_name", "device_label",
-           "resolve_precision"]
+           "resolve_precision", "step_context", "check_native"]

@@ -12,7 +12,7 @@ import torch
 from ..config import ExperimentConfig
 from ..tasks.base import Task
 from .optim import lr_at
-from .precision import autocast
+from .precision import step_context
 from .run import Callback, Progress, RunState, epoch_permutation
 
 log = logging.getLogger(__name__)
@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 def train_step(model: torch.nn.Module, fwd: Any, opt: torch.optim.Optimizer, task: Task, batch: dict[str, torch.Tensor],
                amp: Any, clip_norm: float) -> torch.Tensor:
     """One optimizer step of the single loop (also what ``anchorlab bench`` times): the loss under
-    ``amp`` (an autocast context or a null one), backward, clipping, AdamW; returns the loss."""
+    ``amp`` (an autocast context, the native bfloat16 one of :func:`~.precision.step_context`, or a null
+    one), backward, clipping, AdamW; returns the loss."""
     with amp:
         loss = task.loss(fwd, batch)
     opt.zero_grad(set_to_none=True)
@@ -49,7 +50,7 @@ def train_single(cfg: ExperimentConfig, run_dir: str | Path, task: Task, device:
     data = st.train_data.to(device)
     spe, total, eval_every = st.plan
     fwd = torch.compile(model) if cfg.train.compile else model
-    amp = autocast(st.precision, device)
+    amp = step_context(st.precision, device, model, cfg.train.compile)
     B = cfg.train.batch_size
     step = st.step
     status, loss_sum, loss_n = "finished", torch.zeros((), device=device), 0

@@ -12,10 +12,12 @@ them is :mod:`anchorlab.train.stacked`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
+
+from ..model.bf16 import BF16, native_bf16
 
 # ------------------------------------------------------------------------ stacked state
 class StackedParams:
@@ -156,3 +158,29 @@ def clip_per_model(stack: StackedParams, clip_norm: list[float]) -> torch.Tensor
             coef = torch.where(c > 0, torch.clamp(c / (total + 1e-6), max=1.0), torch.ones_like(total))
             stack.grad.mul_(coef.unsqueeze(1))
     return total
+
+
+# ----------------------------------------------------------------------- native bfloat16
+def native_losses(base: torch.nn.Module, task, shared_data: bool) -> Callable[..., torch.Tensor]:
+    """``losses(params, batch) -> (G,)`` on the native bfloat16 path: each call makes the bfloat16 copies
+    ``(W, W.T)`` of every stacked linear weight once (the step's weight cache; the masters change every
+    step) and passes them into ``torch.vmap`` beside the float32 masters, so each model's linears
+    multiply its own copies."""
+    linears = {n: m for n, m in base.named_modules() if isinstance(m, torch.nn.Linear)}
+
+    def one_loss(params: dict[str, torch.Tensor], w16: dict[str, tuple[torch.Tensor, torch.Tensor]],
+                 batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        with native_bf16({m: w16[n] for n, m in linears.items()}):
+            return task.loss(lambda *a, **k: torch.func.functional_call(base, params, a, k), batch)
+
+    vmapped = torch.vmap(one_loss, in_dims=(0, 0, None if shared_data else 0))
+
+    def losses(params: dict[str, torch.Tensor], batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad():
+            w16 = {}
+            for n in linears:
+                w = params[f"{n}.weight"].detach().to(BF16)                      # (G, out, in)
+                w16[n] = (w, w.transpose(1, 2).contiguous())
+        return vmapped(params, w16, batch)
+
+    return losses

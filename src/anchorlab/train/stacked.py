@@ -39,9 +39,9 @@ import torch
 from ..config import ConfigError, ExperimentConfig
 from ..tasks.base import build_task, stack_batches, task_class
 from .optim import lr_at, make_optimizer, param_groups
-from .precision import autocast
+from .precision import autocast, check_native
 from .run import Callback, Progress, RunState, completed_final, epoch_permutation, numerics, pick_device
-from .stack_ops import StackedAdamW, StackedParams, clip_per_model
+from .stack_ops import StackedAdamW, StackedParams, clip_per_model, native_losses
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,12 @@ def _train_group(members: list[RunState], start: int, device: torch.device, prog
         return task.loss(lambda *a, **k: torch.func.functional_call(base, params, a, k), batch)
 
     shared_data = len(seeds) == 1
-    losses_of = torch.vmap(one_loss, in_dims=(0, None if shared_data else 0))
+    native = members[0].precision is not None and members[0].precision.path == "native"
+    if native:
+        check_native(base, cfg0.train.compile)
+        losses_of = native_losses(base, task, shared_data)
+    else:
+        losses_of = torch.vmap(one_loss, in_dims=(0, None if shared_data else 0))
     if cfg0.train.compile:
         losses_of = torch.compile(losses_of)
     amp = autocast(members[0].precision, device)
