@@ -1,8 +1,9 @@
 """The training step of ``anchorlab bench``: its time, its phases, and where its operator time goes.
 
 :func:`time_steps` times :func:`anchorlab.train.single.train_step` (the loop's own code: loss, backward,
-clipping, AdamW) in the precision a config resolves to on this CPU, and reports the path that ran
-(:attr:`anchorlab.train.precision.Precision.path`), not the one asked for.
+clipping, AdamW) in the precision a config resolves to on this CPU and in the loop's own step context
+(:func:`anchorlab.train.precision.step_context`: autocast, the native bfloat16 path or none), and reports
+the path that ran (:attr:`anchorlab.train.precision.Precision.path`), not the one asked for.
 
 The profile (torch.profiler, self CPU time of each ``aten::`` operator) is split twice:
 
@@ -24,8 +25,7 @@ import torch
 from ..config import ExperimentConfig
 from ..tasks.base import build_task
 from ..train.optim import make_optimizer
-from ..train import precision as _precision
-from ..train.precision import Precision, resolve_precision
+from ..train.precision import Precision, resolve_precision, step_context
 from ..train.run import init_model
 from ..train.single import train_step
 from .shapes import Clock
@@ -66,14 +66,6 @@ def bench_precision(cfg: ExperimentConfig, device: torch.device | None = None) -
     return resolve_precision(cfg.train.amp, device or torch.device("cpu"), bf16_path=cfg.train.bf16_path)
 
 
-def step_context(precision: Precision, model: torch.nn.Module):
-    """The context the loop runs a step's forward in on the CPU: autocast, the native bfloat16 path or none."""
-    cpu = torch.device("cpu")
-    if hasattr(_precision, "step_context"):
-        return _precision.step_context(precision, cpu, model)
-    return _precision.autocast(precision, cpu)
-
-
 def time_steps(cfg: ExperimentConfig, steps: int, warmup: int, clock: Clock, profile: bool = False
                ) -> tuple[StepTiming, pd.DataFrame | None]:
     """Time ``steps`` training steps of ``cfg`` on the CPU after ``warmup`` untimed ones.
@@ -89,7 +81,7 @@ def time_steps(cfg: ExperimentConfig, steps: int, warmup: int, clock: Clock, pro
     data = task.train_data(cfg.train.data_seed)
     B = cfg.train.batch_size
     precision = bench_precision(cfg)
-    amp = step_context(precision, model)
+    amp = step_context(precision, torch.device("cpu"), model)   # what the single loop runs its forward in
     batches = [data.batch(torch.arange(i * B, (i + 1) * B) % len(data)) for i in range(4)]
     clip = cfg.optim.clip_norm
 
