@@ -106,9 +106,12 @@ def test_operands_are_stored_as_the_layer_holds_them_and_multiply_right(layout):
 
 
 def test_matmul_gflops_counts_reps_against_the_clock():
-    # reads: start 1, then 2 (dt 1 < 2), then 3 (dt 2): two timed products in 2 s
-    assert matmul_gflops(8, 4, 2, torch.float32, FakeClock(1.0), min_seconds=2.0, layout="TN") == \
-        pytest.approx(2 * 8 * 4 * 2 * 2 / 2 / 1e9)
+    # every product takes one tick of the clock: its rate, whatever the time spent
+    assert matmul_gflops(8, 4, 2, torch.float32, FakeClock(0.5), min_seconds=2.0, layout="TN") == \
+        pytest.approx(2 * 8 * 4 * 2 / 0.5 / 1e9)
+    ticks = iter([0.0, 3.0, 3.0, 4.0, 4.0, 9.0])           # products of 3 s, 1 s and 5 s: the fastest counts
+    assert matmul_gflops(8, 4, 2, torch.float32, lambda: next(ticks), min_seconds=9.0) == \
+        pytest.approx(2 * 8 * 4 * 2 / 1.0 / 1e9)
     with pytest.raises(ValueError, match="layout: must be one of NT, NN, TN, got 'TT'"):
         matmul_gflops(8, 4, 2, torch.float32, FakeClock(), layout="TT")
 

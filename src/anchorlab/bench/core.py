@@ -48,7 +48,7 @@ class BenchResult:
 
 def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[str] = ("fp32", "bf16", "bf16-native"),
               steps: dict[str, int] | None = None, warmup: int = 2, threads: int = 1, clock: str | Clock = "wall",
-              profile: bool = False, min_seconds: float = 0.3, emulated_steps: int = 1,
+              profile: bool = False, min_seconds: float = 0.6, emulated_steps: int = 1,
               malloc_retain: bool = True, cuda: bool = True, cuda_kw: dict | None = None) -> BenchResult:
     """Measure the GEMM layouts and the steps (see :mod:`anchorlab.bench`). ``steps``: timed steps per shape
     (default demo 20, paper 4); bf16 on a CPU without bf16 units is capped at ``emulated_steps`` (its

@@ -8,7 +8,8 @@ three layouts per training step:
 * ``TN`` -- the weight gradient ``g.T @ x`` (m = out, k = rows, n = in; the first operand read transposed).
 
 Each operand is made in the layout the layer holds it in and the product is taken through ``.T`` views,
-as autograd does, so a kernel's preference for one layout shows. A dtype's *peak* is its best row over
+as autograd does, so a kernel's preference for one layout shows. Each row is the rate of its fastest
+product (a busy moment of a shared machine lowers the others). A dtype's *peak* is its best row over
 both FFN linears and all three layouts (the ``NN`` rows are the products the older peak table timed).
 """
 
@@ -40,20 +41,21 @@ def operands(layout: str, m: int, k: int, n: int, dtype: torch.dtype,
 def matmul_gflops(m: int, k: int, n: int, dtype: torch.dtype, clock: Clock, min_seconds: float = 0.3,
                   generator: torch.Generator | None = None, layout: str = "NN",
                   device: torch.device | None = None) -> float:
-    """GFLOP/s of ``(m, k) @ (k, n)`` in ``dtype`` and ``layout`` on ``device`` (default the CPU; one
-    untimed product, then repeated for at least ``min_seconds`` of ``clock``, which on a GPU must wait
-    for the device: :func:`anchorlab.bench.cuda.synced`)."""
+    """GFLOP/s of ``(m, k) @ (k, n)`` in ``dtype`` and ``layout`` on ``device`` (default the CPU): one untimed
+    product, then products timed one by one until they add up to ``min_seconds`` of ``clock`` (which on a
+    GPU must wait for the device: :func:`anchorlab.bench.cuda.synced`); the rate of the fastest, so a busy
+    moment of a shared machine does not lower it."""
     a, b = operands(layout, m, k, n, dtype, generator or torch.Generator().manual_seed(0))
     if device is not None and device.type != "cpu":
         a, b = a.to(device), b.to(device)   # a transposed view stays one after the move
     a @ b
-    reps, t = 0, clock()
-    while True:
+    best, spent = float("inf"), 0.0
+    while spent < min_seconds:
+        t = clock()
         a @ b
-        reps += 1
         dt = clock() - t
-        if dt >= min_seconds:
-            return 2.0 * m * k * n * reps / dt / 1e9
+        best, spent = min(best, dt), spent + dt
+    return 2.0 * m * k * n / best / 1e9
 
 
 def layout_gemms(shapes: Sequence[str]) -> list[tuple[str, str, str, int, int, int]]:
