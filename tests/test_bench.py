@@ -67,6 +67,19 @@ def test_unprofiled_steps_have_no_cast_share(tiny):
     assert r.steps.cast_share.isna().all() and not r.splits and r.profile_compare().empty
 
 
+def test_without_bf16_units_bf16_runs_one_unprofiled_step_and_the_targets_do_not_apply(tiny, monkeypatch):
+    monkeypatch.setattr(core, "cpu_matrix_units", lambda: AVX2)   # bfloat16 emulated: slow, so one step
+    r = run_bench(("demo",), ("fp32", "bf16-native"), steps={"demo": 3}, warmup=1, clock=FakeClock(),
+                  profile=True, cuda=False)
+    s = r.steps.set_index("precision")
+    assert (s.steps["fp32"], s.steps["bf16-native"]) == (3, 1)
+    assert 0 <= s.cast_share["fp32"] <= 1 and pd.isna(s.cast_share["bf16-native"])
+    assert list(r.splits) == [("demo", "fp32")]
+    lines = r.verdicts()
+    assert "(AVX2, no bfloat16 matrix units)" in lines[0] and lines[1].startswith("bfloat16 targets do not apply")
+    assert lines[2].endswith("not applicable here)")
+
+
 def test_the_path_column_reads_the_resolved_precision_not_the_request(tiny, monkeypatch):
     # a bf16-native request that resolved to autocast (as before the native path existed) says autocast
     monkeypatch.setattr(steps_mod, "bench_precision", lambda cfg: Precision("bf16", "bf16", "test", path="autocast"))
