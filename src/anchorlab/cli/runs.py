@@ -55,7 +55,9 @@ def cmd_train(a: argparse.Namespace) -> int:
     print(f"run {out}  task={cfg.task.name}  status={f['status']}  steps={f['steps']}  "
           f"wall={f['wall_seconds']:.1f}s")
     if cfg.train.amp != "none" and "precision" in f:
-        print(f"precision: {f['precision']['matmul_dtype']} matmuls ({f['precision']['reason']})")
+        p = f["precision"]
+        path = f", {p.get('path', 'autocast')} path" if p["amp"] == "bf16" else ""
+        print(f"precision: {p['matmul_dtype']} matmuls{path} ({p['reason']})")
     _print_metrics(res.task, f["final"])
     return 0
 

@@ -1,0 +1,152 @@
+"""train.bf16_path=native: the bfloat16 primitives, the weight cache, and the forward against float32."""
+
+import copy
+
+import pytest
+import torch
+
+from anchorlab.config import ConfigError, experiment_from_dict
+from anchorlab.model.bf16 import BF16, WeightCache, native_bf16
+from anchorlab.model.hooks import hooks
+from anchorlab.model.transformer import build_model
+from anchorlab.train.precision import Precision, step_context
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def tiny_model(arch: str = "neurips", seed: int = 0, device: str = "cpu") -> torch.nn.Module:
+    cfg = experiment_from_dict({}, ["model.d_model=32", "model.d_head=16", "model.n_heads=2", "model.d_ff=64",
+                                    f"model.arch={arch}"])
+    torch.manual_seed(seed)
+    return build_model(cfg.model).to(device)
+
+
+def tokens(model, B=16, seed=1, device="cpu"):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, model.cfg.vocab_size, (B, 9), generator=g).to(device)
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.detach().float() - b.detach().float()).norm() / b.detach().float().norm())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("arch", ["neurips", "gpt2"])
+@pytest.mark.parametrize("last_only", [True, False])
+def test_native_forward_is_close_to_float32_and_returns_float32_logits(arch, last_only, device):
+    m = tiny_model(arch, device=device)
+    tok = tokens(m, device=device)
+    ref = m(tok, last_only=last_only)
+    with native_bf16(WeightCache(m)):
+        out = m(tok, last_only=last_only)
+    assert out.dtype == torch.float32 and out.shape == ref.shape
+    assert not torch.equal(out, ref)                # it did compute in bfloat16
+    assert rel(out, ref) < 2e-2                     # bf16 has 8 mantissa bits: ~0.4% per rounding, a few in a row
+
+
+@pytest.mark.parametrize("arch", ["neurips", "gpt2"])
+def test_native_gradients_are_float32_and_close_to_float32_gradients(arch):
+    m = tiny_model(arch)
+    n = copy.deepcopy(m)
+    tok, y = tokens(m), torch.randint(0, m.cfg.vocab_size, (16,))
+    torch.nn.functional.cross_entropy(m(tok, last_only=True), y).backward()
+    with native_bf16(WeightCache(n)):
+        loss = torch.nn.functional.cross_entropy(n(tok, last_only=True), y)
+    loss.backward()
+    for (name, p), q in zip(m.named_parameters(), n.parameters()):
+        assert q.dtype == torch.float32 and q.grad is not None and q.grad.dtype == torch.float32, name
+        if p.grad.norm() > 1e-6:
+            cos = torch.nn.functional.cosine_similarity(p.grad.flatten(), q.grad.flatten(), dim=0)
+            assert cos > 0.98, (name, float(cos))         # measured >= 0.995
+            assert rel(q.grad, p.grad) < 0.25, name       # measured <= 0.1 (a LayerNorm bias of the gpt2 block)
+
+
+def test_outside_the_context_the_forward_is_the_float32_forward_bit_for_bit():
+    m = tiny_model()
+    tok = tokens(m)
+    before = m(tok)
+    with native_bf16(WeightCache(m)):
+        m(tok)
+    assert torch.equal(m(tok), before)
+
+
+def test_the_weight_cache_holds_bf16_copies_of_the_current_masters_after_each_optimizer_step():
+    """Train a few steps reusing one cache; each step's native forward must equal the forward of a fresh
+    cache made from the current masters (a cache that kept the step-0 copies would differ)."""
+    m = tiny_model()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    cache = WeightCache(m)
+    ctx = native_bf16(cache)
+    tok, y = tokens(m), torch.randint(0, m.cfg.vocab_size, (16,))
+    seen = []
+    for _ in range(3):
+        with ctx:
+            out = m(tok, last_only=True)
+        with native_bf16(WeightCache(m)):
+            fresh = m(tok, last_only=True)
+        assert torch.equal(out, fresh)
+        seen.append(out.detach())
+        opt.zero_grad()
+        with ctx:
+            torch.nn.functional.cross_entropy(m(tok, last_only=True), y).backward()
+        opt.step()
+    assert not torch.equal(seen[0], seen[-1])            # the weights moved, so a stale cache would show
+    assert cache.refreshes == 3 * len(cache.linears)     # once per optimizer step, not once per forward
+    for lin in cache.linears:
+        w16, wt16 = cache.get(lin)
+        assert w16.dtype == wt16.dtype == BF16 and lin.weight.dtype == torch.float32
+        assert torch.equal(w16, lin.weight.detach().to(BF16)) and wt16.is_contiguous()
+        assert torch.equal(wt16, w16.t())
+
+
+def test_the_cache_refreshes_after_load_state_dict():
+    m, other = tiny_model(seed=0), tiny_model(seed=1)
+    tok = tokens(m)
+    cache = WeightCache(m)
+    with native_bf16(cache):
+        m(tok)
+    m.load_state_dict(other.state_dict())
+    with native_bf16(cache):
+        a = m(tok)
+    with native_bf16(WeightCache(other)):
+        b = other(tok)
+    assert torch.equal(a, b)
+
+
+def test_hooks_see_bfloat16_activations_and_can_edit_them():
+    m = tiny_model()
+    tok = tokens(m)
+    seen = {}
+
+    def grab(x, name):
+        seen[name] = x.dtype
+
+    def zero(x, name):
+        return torch.zeros_like(x)
+
+    with native_bf16(WeightCache(m)):
+        with hooks(m, [(lambda n: True, grab)]):
+            m(tok)
+        clean = m(tok)
+        with hooks(m, [("blocks.1.mlp.hook_out", zero)]):
+            edited = m(tok)
+    assert seen["blocks.0.attn.hook_pattern"] == seen["blocks.1.hook_do"] == BF16
+    assert seen["hook_embed"] == torch.float32 and seen["hook_logits"] == torch.float32
+    assert not torch.equal(clean, edited)
+
+
+def test_native_needs_a_model_with_the_native_path_and_no_compile():
+    p = Precision("bf16", "bf16", "test", path="native")
+    with pytest.raises(ConfigError, match=r"train\.bf16_path.*Linear.*'autocast'"):
+        step_context(p, torch.device("cpu"), torch.nn.Linear(2, 2))
+    with pytest.raises(ConfigError, match=r"train\.compile"):
+        step_context(p, torch.device("cpu"), tiny_model(), compiled=True)
+    assert isinstance(step_context(p, torch.device("cpu"), tiny_model()), native_bf16)
+    assert not isinstance(step_context(Precision("bf16", "bf16", "test"), torch.device("cpu"), tiny_model()),
+                          native_bf16)
+
+
+def test_precision_path_is_checked():
+    with pytest.raises(ValueError, match=r"Precision\.path"):
+        Precision("bf16", "bf16", "test", path="fp16")
+    assert Precision("none", "none", "test", path="native").path == "fp32"
