@@ -183,6 +183,17 @@ def test_the_gpu_bench_skips_cleanly_without_cuda(tiny, monkeypatch):
     assert r.cuda_steps is None and "no CUDA device: the GPU bench skipped" in format_result(r)
 
 
+def test_a_failing_gpu_bench_keeps_the_cpu_tables_and_says_why(tiny, monkeypatch):
+    import anchorlab.bench.cuda as cuda_mod
+
+    def broken(**kw):
+        raise RuntimeError("CUDA error: out of memory")
+    monkeypatch.setattr(cuda_mod, "cuda_bench", broken)
+    r = run_bench(("demo",), ("fp32",), steps={"demo": 1}, warmup=0, clock=FakeClock())
+    assert len(r.steps) == 1 and r.cuda_steps is None
+    assert "the GPU bench failed: RuntimeError: CUDA error: out of memory" in format_result(r)
+
+
 def test_the_gpu_bench_code_path_runs_on_the_cpu(tiny, tmp_path):
     """device_bench is the GPU bench's body; on the CPU it trains one model and a stack through the loops."""
     table, lay = device_bench(torch.device("cpu"), shape="demo", precisions=("fp32",), stacks=(1, 2), steps=2,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -14,6 +15,8 @@ from .gemm import layout_pivot, measure_layouts, peaks
 from .shapes import Clock, check_names, clock_fn, dtype_of, shape_config, train_flops_per_sample
 from .steps import profile_compare, time_steps
 from .targets import verdicts
+
+log = logging.getLogger(__name__)
 
 STEP_COLUMNS = ["shape", "precision", "path", "d_model", "d_ff", "batch", "steps", "ms_per_step", "gflops",
                 "pct_of_peak", "speedup_vs_fp32", "cast_share", "forward_ms", "backward_ms", "optimizer_ms",
@@ -94,7 +97,11 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
     if cuda:
         from .cuda import cuda_bench
 
-        gpu = cuda_bench(**{"precisions": [p for p in precisions], **(cuda_kw or {})})
+        try:
+            gpu = cuda_bench(**{"precisions": list(precisions), **(cuda_kw or {})})
+        except Exception as e:  # noqa: BLE001 -- a failing GPU part must not lose the CPU tables measured above
+            log.exception("the GPU bench failed")
+            gpu = (None, None, f"the GPU bench failed: {type(e).__name__}: {e}")
     return BenchResult(units, threads, clock if isinstance(clock, str) else "custom", layouts, steps_df, profiles,
                        splits, malloc_retain, cpu_model_name() or "unknown CPU", *gpu)
 
