@@ -57,10 +57,6 @@ class WeightCache:
             self.refreshes += 1
         return hit[2]
 
-    def mapping(self) -> dict[nn.Linear, tuple[torch.Tensor, torch.Tensor]]:
-        """Every linear's current copies (refreshing the stale ones)."""
-        return {m: self.get(m) for m in self.linears}
-
 
 class native_bf16:  # noqa: N801 -- used like torch.autocast: `with native_bf16(cache):`
     """Context: the model's forward runs on the native bfloat16 path with these weight copies (a
