@@ -132,3 +132,12 @@ def test_float32_and_autocast_steps_are_bit_identical_to_the_plain_forward(amp):
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     w0 = init_model(cfg)[0].state_dict()
     assert not any(torch.equal(wa[k], w0[k]) for k in ("embed.weight", "blocks.0.mlp.W_in.weight"))
+
+
+def test_train_cli_names_the_native_path(tmp_path, capsys):
+    from anchorlab.cli import main
+
+    over = [x for o in NATIVE for x in ("--set", o)]
+    assert main(["train", "demo/small", *over, "--set", "train.max_steps=4", "--out", str(tmp_path / "r"),
+                 "--no-progress"]) == 0
+    assert "precision: bfloat16 matmuls, native path (train.amp=bf16" in capsys.readouterr().out
