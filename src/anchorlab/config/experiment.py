@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 from .base import (ConfigError, Select, apply_overrides, check_choice, check_range, coerce, config_hash, fail,
                    from_dict, load_yaml, to_dict)
+from .stop_rule import STOP_RULE, parse_stop_rule  # noqa: F401 -- re-exported
 
 
 def _tasks() -> dict:
@@ -220,22 +221,6 @@ class OptimConfig:
 
 
 # -------------------------------------------------------------------------- train
-STOP_RULE = re.compile(r"^\s*([A-Za-z0-9_/.,()\-]+)\s*(>=|<=)\s*([-+0-9.eE]+)\s*$")
-
-
-def parse_stop_rule(path: str, rule: str) -> tuple[str, str, float]:
-    """``"id_exact>=0.99"`` -> ``("id_exact", ">=", 0.99)``."""
-    m = STOP_RULE.match(rule)
-    if m is None:
-        fail(path, f"must look like 'metric>=value' or 'metric<=value', got {rule!r}")
-    try:
-        value = float(m.group(3))
-    except ValueError:
-        fail(path, f"threshold must be a number, got {m.group(3)!r}")
-    check_range(path, value)
-    return m.group(1), m.group(2), value
-
-
 BF16_PATHS = ("autocast", "native")
 
 
@@ -274,10 +259,8 @@ class TrainConfig:
     malloc_retain: bool = field(default=True, metadata={"identity": False})
     compile: bool = False
     amp: str = "none"            # "none" | "bf16" | "auto" (bf16 on a CPU with bf16 matrix units; train/precision.py)
-    # how a bf16 run computes (train/precision.py): "autocast" (torch.autocast casts per op; every run recorded
-    # before this field trained so, hence the default, and a config without the field keeps meaning it) or
-    # "native" (activations stay bf16 between ops, fp32 master weights). Part of the run id only where it
-    # changes what trains: amp not "none" and the value not the default, so float32 run ids never move.
+    # a bf16 run's path (train/precision.py): "autocast" (every run recorded before the field) or "native";
+    # in the run id only for a bf16 run off the default, so no recorded run id moves (docs/choices.md)
     bf16_path: str = field(default="autocast", metadata={"identity": "unless_default",
                                                         "identity_when": lambda c: c.amp != "none"})
     tf32: bool = False
