@@ -117,6 +117,37 @@ class _Linear(torch.autograd.Function):
         return gx, gw, gb, None, None
 
 
+class _ReLU(torch.autograd.Function):
+    """ReLU of a bfloat16 tensor on its int16 bit pattern: a bfloat16 is negative exactly when its int16
+    is, so ``clamp_min(0)`` on the int16 view is the ReLU (-0.0 maps to +0.0, a NaN with the sign bit set
+    to 0), and the backward keeps ``g`` where the output's int16 is positive, as ``threshold_backward``
+    does. PyTorch's bfloat16 ReLU and its backward convert to float32 and back; these run as integer
+    ops, bit for bit the same values."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return x.view(torch.int16).clamp_min(0).view(BF16)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        (out,) = ctx.saved_tensors
+        keep = out.view(torch.int16).clamp_max(1).neg_()       # -1 (every bit set) where out > 0, else 0
+        return (g.to(BF16).view(torch.int16) & keep).view(BF16)
+
+
+def act(mod: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``mod(x)``; on the native path an ``nn.ReLU`` runs on the int16 bit pattern (:class:`_ReLU`)."""
+    if not active() or type(mod) is not nn.ReLU:
+        return mod(x)
+    return _ReLU.apply(x.to(BF16))
+
+
 def activation(x: torch.Tensor) -> torch.Tensor:
     """The residual stream as it enters the blocks: bfloat16 on the native path, as it is otherwise."""
     return x.to(BF16) if active() else x
@@ -142,4 +173,4 @@ def logits(x: torch.Tensor) -> torch.Tensor:
     return x.float() if active() else x
 
 
-__all__ = ["BF16", "WeightCache", "activation", "active", "layer_norm", "linear", "logits", "native_bf16"]
+__all__ = ["BF16", "WeightCache", "act", "activation", "active", "layer_norm", "linear", "logits", "native_bf16"]
