@@ -152,34 +152,6 @@ def test_precision_path_is_checked():
     assert Precision("none", "none", "test", path="native").path == "fp32"
 
 
-def test_native_relu_on_the_int16_pattern_matches_torch_relu_and_its_gradient_bit_for_bit():
-    from anchorlab.model.bf16 import act
-    x = torch.randn(4, 9, 64).to(BF16)
-    x[0, 0, :4] = torch.tensor([0.0, -0.0, float("inf"), float("-inf")], dtype=BF16)
-    g = torch.randn(4, 9, 64).to(BF16)
-    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
-    ref = torch.relu(a)
-    ref.backward(g)
-    with native_bf16({}):
-        out = act(torch.nn.ReLU(), b)
-    out.backward(g)
-    assert out.dtype == BF16 and torch.equal(out, ref) and torch.equal(b.grad, a.grad)
-    assert torch.equal(out.view(torch.int16) < 0, torch.zeros_like(out, dtype=torch.bool))   # no -0.0 left
-    y = torch.randn(4, 9, 64)
-    assert torch.equal(act(torch.nn.ReLU(), y), torch.relu(y))              # outside the context: the module
-    with native_bf16({}):
-        gelu = torch.nn.GELU()
-        assert torch.equal(act(gelu, y), gelu(y))                            # only ReLU is replaced
-
-
-def test_native_relu_under_vmap_matches_the_unbatched_one():
-    from anchorlab.model.bf16 import act
-    x = torch.randn(3, 5, 8).to(BF16)
-    with native_bf16({}):
-        batched = torch.vmap(lambda t: act(torch.nn.ReLU(), t))(x)
-    assert torch.equal(batched, torch.relu(x))
-
-
 def test_linear_without_signature_binding_builds_the_same_graph_and_gradients_as_function_apply():
     from anchorlab.model.bf16 import _apply, _Linear
     torch.manual_seed(0)

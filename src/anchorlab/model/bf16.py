@@ -88,10 +88,10 @@ def _copies(mod: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
 def _apply(fn: type[torch.autograd.Function], *args: object) -> torch.Tensor:
     """``fn.apply(*args)`` for a Function whose forward takes its arguments positionally, without
     ``Function.apply``'s ``inspect.signature`` binding of them on every call (what a Function with
-    ``setup_context``, needed for its vmap rule, pays: ~70 us a call, about 1 ms of the demo step's 15
-    calls). Outside functorch transforms that binding is all ``Function.apply`` adds before the C
-    ``_FunctionBase.apply`` this calls, so the graph and the values are the same; under vmap (the
-    stacks) it is ``fn.apply`` itself."""
+    ``setup_context``, needed for its vmap rule, pays: a tiny linear's call took 41 us through
+    ``Function.apply`` and 17 us here, one thread; the demo step makes 13). Outside functorch
+    transforms that binding is all ``Function.apply`` adds before the C ``_FunctionBase.apply`` this
+    calls, so the graph and the values are the same; under vmap (the stacks) it is ``fn.apply``."""
     if torch._C._are_functorch_transforms_active():
         return fn.apply(*args)
     return super(torch.autograd.Function, fn).apply(*unwrap_dead_wrappers(args))
@@ -130,36 +130,6 @@ class _Linear(torch.autograd.Function):
         return gx, gw, gb, None, None
 
 
-class _ReLU(torch.autograd.Function):
-    """ReLU of a bfloat16 tensor on its int16 bit pattern: a bfloat16 is negative exactly when its int16
-    is, so ``clamp_min(0)`` on the int16 view is the ReLU, the same values bit for bit (-0.0 comes out as
-    +0.0, a NaN with the sign bit set as 0), without PyTorch's bfloat16 ReLU's float32 round trip (about
-    half its time in the demo step). The backward is ReLU's own (``threshold_backward`` on the output):
-    an int16 mask and ``&`` measured slower in the step."""
-
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x: torch.Tensor) -> torch.Tensor:
-        return x.view(torch.int16).clamp_min(0).view(BF16)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output) -> None:
-        ctx.save_for_backward(output)
-
-    @staticmethod
-    def backward(ctx, g: torch.Tensor):
-        (out,) = ctx.saved_tensors
-        return torch.ops.aten.threshold_backward(g, out, 0)
-
-
-def act(mod: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """``mod(x)``; on the native path an ``nn.ReLU`` runs on the int16 bit pattern (:class:`_ReLU`)."""
-    if not active() or type(mod) is not nn.ReLU:
-        return mod(x)
-    return _apply(_ReLU, x.to(BF16))
-
-
 def activation(x: torch.Tensor) -> torch.Tensor:
     """The residual stream as it enters the blocks: bfloat16 on the native path, as it is otherwise."""
     return x.to(BF16) if active() else x
@@ -185,4 +155,4 @@ def logits(x: torch.Tensor) -> torch.Tensor:
     return x.float() if active() else x
 
 
-__all__ = ["BF16", "WeightCache", "act", "activation", "active", "layer_norm", "linear", "logits", "native_bf16"]
+__all__ = ["BF16", "WeightCache", "activation", "active", "layer_norm", "linear", "logits", "native_bf16"]

@@ -143,7 +143,7 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.hook_in(x)
-        h = self.hook_post(bf16.act(self.act, self.hook_pre(bf16.linear(self.W_in, x))))
+        h = self.hook_post(self.act(self.hook_pre(bf16.linear(self.W_in, x))))
         return self.hook_out(bf16.linear(self.W_out, h))
 
 
