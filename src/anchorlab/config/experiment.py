@@ -259,9 +259,8 @@ class TrainConfig:
     malloc_retain: bool = field(default=True, metadata={"identity": False})
     compile: bool = False
     amp: str = "none"            # "none" | "bf16" | "auto" (bf16 on a CPU with bf16 matrix units; train/precision.py)
-    # a bf16 run's path (train/precision.py): "autocast" (every run recorded before the field) or "native";
     # in the run id only for a bf16 run off the default, so no recorded run id moves (docs/choices.md)
-    bf16_path: str = field(default="autocast", metadata={"identity": "unless_default",
+    bf16_path: str = field(default="autocast", metadata={"identity": "unless_default",  # "autocast" (torch.autocast, every run recorded before the field) | "native" (bf16 activations between ops; docs/engine.md)
                                                         "identity_when": lambda c: c.amp != "none"})
     tf32: bool = False
     log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
