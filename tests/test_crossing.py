@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from anchorlab.config import ConfigError
-from anchorlab.eval.crossing import crossing_verdict, fit_timing, op_set_counts, outcome
+from anchorlab.eval.crossing import crossing_verdict, fit_timing, op_set_counts, outcome, reachable_readings
 
 
 def test_fit_timing_reads_the_fit_and_the_takeover():
@@ -62,6 +62,26 @@ def test_verdict_waits_for_every_run_and_ignores_the_control():
     runs = _runs(6, 0, 0, 9)
     partial = runs[~runs.run_id.isin(["O2_3", "O28"])]
     v = crossing_verdict(partial, "O1", "O2")
-    assert v == {"O1": "memorizes", "O2": "pending (8 of 9)", "verdict": "pending"}
+    assert v == {"O1": "memorizes", "O2": "pending (8 of 9)", "verdict": "pending",
+                 "still_possible": "H1 (step gap)"}      # one O2 run to come cannot make 5 memorize
     c = op_set_counts(runs).set_index(["op_set", "paper_gamma"])
     assert c.loc[("O1", 0.3), "n_memorize"] == 1 and c.loc[("O1", 0.8), "n_memorize"] == 6
+
+
+def test_reachable_readings_bound_what_the_remaining_runs_can_do():
+    assert reachable_readings(0, 6, 3) == {"composes", "mixed"}        # 3 more can reach at most 3 memorizing
+    assert reachable_readings(1, 2, 4) == {"memorizes", "composes", "mixed"}
+    assert reachable_readings(5, 0, 0) == {"memorizes"}
+    assert reachable_readings(2, 9, 0) == {"mixed"}                    # 2 memorize: more than the 1 allowed
+
+
+def test_a_pending_crossing_says_which_hypotheses_it_already_excludes():
+    runs = _runs(0, 9, 1, 1)
+    # O1: 6 of 9, none memorizes, all on the way; O2: 5 of 9 (O20 memorizes, O28 on the way)
+    partial = runs[~runs.run_id.isin(["O16", "O17", "O18", "O24", "O25", "O26", "O27"])]
+    v = crossing_verdict(partial, "O1", "O2")
+    assert v["verdict"] == "pending"
+    # O1 can no longer memorize (at most 3 of 9), so H1 and H3 are out whatever the rest gives
+    assert v["still_possible"] == ("H2/H4 (offset over spread, clock); idiosyncratic (both compose); "
+                                   "none of the hypotheses")
+    assert crossing_verdict(runs, "O1", "O2")["still_possible"] == crossing_verdict(runs, "O1", "O2")["verdict"]

@@ -212,4 +212,5 @@ def c1_crossing() -> str:
     v = crossing_verdict(runs, O1.label, O2.label)
     return (md_table(["op set (held out)", "paper gamma", "runs done", "unfit", "memorize",
                       "compose: final / on the way", "median steps to ID 0.9", "inferential at the fit"], rows)
-            + f"\n\nThe rule's reading: O1 {v['O1']}, O2 {v['O2']}; verdict: {v['verdict']}.\n")
+            + f"\n\nThe rule's reading: O1 {v['O1']}, O2 {v['O2']}; verdict: {v['verdict']}"
+            + ("" if v["verdict"] != "pending" else f"; still possible: {v['still_possible']}") + ".\n")

@@ -120,32 +120,48 @@ def op_set_counts(runs: pd.DataFrame, id_min: float = 0.9, threshold: float = 0.
                          "n_compose_final": g._comp.sum(), "n_compose_on_way": g._way.sum()}).reset_index()
 
 
+def _reading(n_memorize: int, n_on_way: int, need: int, allow: int) -> str:
+    if n_memorize >= need:
+        return "memorizes"
+    if n_memorize <= allow and n_on_way >= need:
+        return "composes"
+    return "mixed"
+
+
+def reachable_readings(n_memorize: int, n_on_way: int, remaining: int, need: int = 5, allow: int = 1) -> set[str]:
+    """The readings an op set can still end with when ``remaining`` of its runs are to come: each may add to the
+    memorizing count, to the composed-on-the-way count, to both or to neither."""
+    return {_reading(n_memorize + m, n_on_way + w, need, allow)
+            for m in range(remaining + 1) for w in range(remaining + 1)}
+
+
 def crossing_verdict(runs: pd.DataFrame, o1: str, o2: str, small_gamma: float = 0.8, n_runs: int = 9,
                      need: int = 5, allow: int = 1, id_min: float = 0.9, threshold: float = 0.5) -> Mapping[str, str]:
     """The rule of the module docstring on the small-init runs of op sets ``o1`` and ``o2`` (their ``op_set``
-    labels): each op set's reading (``memorizes`` / ``composes`` / ``mixed`` / ``pending (k of n)``) and the
-    ``verdict``: the supported hypothesis, ``none of the hypotheses`` or ``pending``."""
+    labels): each op set's reading (``memorizes`` / ``composes`` / ``mixed`` / ``pending (k of n)``), the
+    ``verdict`` (the supported hypothesis, ``none of the hypotheses`` or ``pending``) and ``still_possible``: the
+    verdicts the runs still to come can give (the verdict itself once decided), so that a pending crossing says
+    which hypotheses its runs so far already exclude."""
     small = runs[runs.paper_gamma.round(6) == round(small_gamma, 6)]
     counts = op_set_counts(small, id_min, threshold).set_index("op_set")
-    read = {}
+    read, reach = {}, {}
     for name, label in (("O1", o1), ("O2", o2)):
-        if label not in counts.index or counts.loc[label, "n_runs"] < n_runs:
-            k = 0 if label not in counts.index else int(counts.loc[label, "n_runs"])
-            read[name] = f"pending ({k} of {n_runs})"
-            continue
-        c = counts.loc[label]
-        if c.n_memorize >= need:
-            read[name] = "memorizes"
-        elif c.n_memorize <= allow and c.n_compose_on_way >= need:
-            read[name] = "composes"
-        else:
-            read[name] = "mixed"
-    if any(v.startswith("pending") for v in read.values()):
-        verdict = "pending"
-    else:
-        hit = [h for h, (a, b) in HYPOTHESES.items() if (read["O1"], read["O2"]) == (a, b)]
-        verdict = hit[0] if hit else "none of the hypotheses"
-    return {"O1": read["O1"], "O2": read["O2"], "verdict": verdict}
+        k = 0 if label not in counts.index else int(counts.loc[label, "n_runs"])
+        mem = 0 if k == 0 else int(counts.loc[label, "n_memorize"])
+        way = 0 if k == 0 else int(counts.loc[label, "n_compose_on_way"])
+        reach[name] = reachable_readings(mem, way, max(n_runs - k, 0), need, allow)
+        read[name] = f"pending ({k} of {n_runs})" if k < n_runs else _reading(mem, way, need, allow)
+
+    def verdict_of(a: str, b: str) -> str:
+        hit = [h for h, pair in HYPOTHESES.items() if (a, b) == pair]
+        return hit[0] if hit else "none of the hypotheses"
+
+    possible = {verdict_of(a, b) for a in reach["O1"] for b in reach["O2"]}
+    order = [*HYPOTHESES, "none of the hypotheses"]
+    pending = any(v.startswith("pending") for v in read.values())
+    verdict = "pending" if pending else verdict_of(read["O1"], read["O2"])
+    return {"O1": read["O1"], "O2": read["O2"], "verdict": verdict,
+            "still_possible": "; ".join(v for v in order if v in possible)}
 
 
 PROPERTIES = ("step_gap", "offset_over_sd", "mirror_farther", "abs_offset", "small_fit_steps")

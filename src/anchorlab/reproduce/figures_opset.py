@@ -47,7 +47,7 @@ def make_cross(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, t
     counts.insert(0, "name", counts.op_set.map(names).fillna(""))
     v = crossing_verdict(runs, O1.label, O2.label, id_min=id_min, threshold=threshold)
     verdict = pd.DataFrame([{"O1": O1.label, "O1_reading": v["O1"], "O2": O2.label, "O2_reading": v["O2"],
-                             "verdict": v["verdict"]}])
+                             "verdict": v["verdict"], "still_possible": v["still_possible"]}])
     files: dict[str, Path] = {}
     drawn = runs.assign(n_layers=2, devices=runs.device.fillna("cpu").astype(str).str.split(":").str[0])
     if len(curves) and len(drawn_runs(drawn, curves)):
