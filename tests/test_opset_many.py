@@ -48,3 +48,20 @@ def test_op_set_outcomes_and_a_property_that_separates_them():
     assert a.loc[("small_composes", "step_gap"), "n_op_sets"] == 4
     assert math.isnan(a.loc[("small_composes", "offset_over_sd"), "auc"]) is False
     assert a.loc[("small_composes", "offset_over_sd"), "auc"] == 0.5      # the same value everywhere: ties
+
+
+def test_the_fig2_table_lends_only_its_runs_of_this_design(tmp_path):
+    """fig2_cell_cpu.csv holds 262 runs over peaks, clocks and gammas; the study takes the 11 of its own design."""
+    from pathlib import Path
+
+    from anchorlab.cli import main
+
+    committed = Path(__file__).resolve().parents[1] / "docs" / "figures" / "fig2_cell_cpu.csv"
+    out = tmp_path / "many"
+    assert main(["reproduce", "study-opset-many", "--scale", "cpu", "--from-table", str(committed), "--no-train",
+                 "--out", str(out)]) == 0
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 11 and set(runs.peak_lr.round(6)) == {1.77e-4} and set(runs.seed) <= {0, 1}
+    assert set(runs.paper_gamma) == {0.3, 0.8} and runs.op_set.nunique() == 3
+    assert "11 of them are runs of this figure's design (48 runs; 251 others left out)" in (out / "README.md").read_text()
+    assert len(pd.read_csv(out / "op_sets.csv")) == 3

@@ -86,6 +86,7 @@ register(Figure(
           "and which op-set property predicts the small init composing (AUC over op sets)",
     sweeps={"cpu": "opset_many_cpu"},
     tables=make_many,
+    design_only=True,   # the Fig. 2 cell's table also holds runs at other peaks, clocks and gammas
     claims=(
         Claim("op sets where the contrast holds (in at least half of the runs: large init memorizes, small init composes)",
               "the papers' one op set: holds", lambda t: _of(t, "contrast")),

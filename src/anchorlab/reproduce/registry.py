@@ -79,10 +79,15 @@ class Figure:
     tables: RowsMaker | None = None              # (run table, out dir, scale) -> (tables, files)
     options: tuple[Option, ...] = ()             # command-line choices that change the sweep spec
     rules: Mapping[str, str] = field(default_factory=dict)   # scale -> its scale rule in one line
+    # a ``tables`` maker sees only its own design's runs: rows (in out/sweep or a --from-table CSV) whose run id
+    # is not one of the figure's sweep spec are dropped, for a study that borrows runs from another's table
+    design_only: bool = False
 
     def __post_init__(self) -> None:
         if (self.make is None) == (self.tables is None):
             raise ValueError(f"figure {self.id}: give exactly one of make (sweep dir) and tables (run table)")
+        if self.design_only and self.tables is None:
+            raise ValueError(f"figure {self.id}: design_only needs a tables maker (run table)")
         for sc in self.rules:
             if sc not in self.sweeps:
                 raise ValueError(f"figure {self.id}: a rule for scale {sc!r}, which it has no sweep for")

@@ -237,6 +237,14 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
             committed = int((rows.source != str(sweep_dir)).sum())
             runs_line += (f"{committed} committed rows from {', '.join(f'`{t}`' for t in from_tables)} "
                           "(a run found in `sweep/` wins); ")
+        if fig.design_only:
+            from ..sweep.grid import expand
+
+            ids = {r.run_id for r in expand(spec)}
+            keep = rows.run_id.astype(str).isin(ids)
+            runs_line += (f"{int(keep.sum())} of them are runs of this figure's design "
+                          f"({len(ids)} runs; {int((~keep).sum())} others left out); ")
+            rows = rows[keep].reset_index(drop=True)
         tables, files = fig.tables(rows, out, scale)
     else:
         tables, files = fig.make(sweep_dir, out, scale)
