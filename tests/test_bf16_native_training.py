@@ -11,6 +11,7 @@ from safetensors.torch import load_file
 from anchorlab.config import experiment_from_dict
 from anchorlab.tasks.base import build_task
 from anchorlab.train import load_run, train
+from run_helpers import train_stop_resume
 from anchorlab.train.optim import make_optimizer
 from anchorlab.train.precision import resolve_precision, step_context
 from anchorlab.train.run import init_model
@@ -32,9 +33,7 @@ def losses(final: dict) -> list[float]:
 def native_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("native")
     cfg = experiment_from_dict({}, NATIVE)
-    full = train(cfg, root / "full").final
-    part = train(cfg, root / "resumed", stop_after_step=16).final
-    resumed = train(cfg, root / "resumed").final
+    full, part, resumed = train_stop_resume(cfg, root)
     auto = train(experiment_from_dict({}, TINY + ["train.amp=bf16"]), root / "autocast").final
     return root, cfg, full, part, resumed, auto
 

@@ -9,6 +9,7 @@ from safetensors.torch import load_file
 from anchorlab.bench import time_steps, train_flops_per_sample
 from anchorlab.config import ConfigError, experiment_from_dict
 from anchorlab.train import load_run, train
+from run_helpers import train_stop_resume
 from anchorlab.train.run import init_model
 from anchorlab.train.precision import CpuMatrixUnits, cpu_matrix_units, device_label, resolve_precision
 from anchorlab.train.stacked import train_stack
@@ -75,9 +76,7 @@ def test_unknown_amp_names_the_field_and_choices():
 def bf16_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("bf16")
     cfg = experiment_from_dict({}, TINY)
-    full = train(cfg, root / "full").final
-    part = train(cfg, root / "resumed", stop_after_step=16).final
-    resumed = train(cfg, root / "resumed").final
+    full, part, resumed = train_stop_resume(cfg, root)
     return root, cfg, full, part, resumed
 
 
