@@ -11,12 +11,11 @@ from safetensors.torch import load_file
 from anchorlab.config import experiment_from_dict
 from anchorlab.tasks.base import build_task
 from anchorlab.train import load_run, train
-from run_helpers import train_stop_resume
+from run_helpers import assert_stack_matches_singles, train_stop_resume
 from anchorlab.train.optim import make_optimizer
 from anchorlab.train.precision import resolve_precision, step_context
 from anchorlab.train.run import init_model
 from anchorlab.train.single import train_step
-from anchorlab.train.stacked import train_stack
 
 # 1024 / 64 = 16 steps per epoch, 2 epochs -> 32 steps, evaluated every 8.
 TINY = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024", "task.n_eval_per_group=16",
@@ -71,18 +70,7 @@ def test_native_stack_agrees_with_the_same_models_trained_alone(tmp_path):
     over = [o for o in NATIVE if not o.startswith("train.epochs")] + ["train.epochs=1"]
     variants = (["init.gamma=0.5"], ["init.gamma=0.8", "train.init_seed=1"], ["init.gamma=0.3", "optim.lr=2e-3"])
     cfgs = [experiment_from_dict({}, over + v) for v in variants]
-    singles = [train(c, tmp_path / f"single{i}").final for i, c in enumerate(cfgs)]
-    stacked = train_stack(cfgs, [tmp_path / f"stack{i}" for i in range(3)])
-    for i, (a, b) in enumerate(zip(singles, stacked)):
-        assert b["precision"]["path"] == "native" and b["status"] == "finished"
-        assert losses(b) == pytest.approx(losses(a), rel=1e-3)
-        wa = load_file(tmp_path / f"single{i}" / "model.safetensors")
-        wb = load_file(tmp_path / f"stack{i}" / "model.safetensors")
-        w0 = init_model(cfgs[i])[0].state_dict()
-        diff = sum(((wb[k] - wa[k]) ** 2).sum() for k in wa) ** 0.5
-        moved = sum(((wa[k] - w0[k]) ** 2).sum() for k in wa) ** 0.5
-        assert all(wb[k].dtype == torch.float32 for k in wb)
-        assert moved > 0.1 and diff < 0.1 * moved, (i, float(diff), float(moved))
+    assert_stack_matches_singles(cfgs, tmp_path, "native")
 
 
 # ------------------------------------------------------------------ float32 and autocast unchanged
