@@ -42,6 +42,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "c1-bracket": f2.c1_bracket,
     "c1-opsets": f2.c1_opsets,
     "c1-crossing": f2.c1_crossing,
+    "c1-many": f2.c1_many,
     "c2-depth": f2.c2_depth,
     "c3-grid": cl.c3_grid,
     "c3-rescue": cl.c3_rescue,

@@ -214,3 +214,56 @@ def c1_crossing() -> str:
                       "compose: final / on the way", "median steps to ID 0.9", "inferential at the fit"], rows)
             + f"\n\nThe rule's reading: O1 {v['O1']}, O2 {v['O2']}; verdict: {v['verdict']}"
             + ("" if v["verdict"] != "pending" else f"; still possible: {v['still_possible']}") + ".\n")
+
+
+def c1_many() -> str:
+    """C1: the many-op-set study so far (docs/figures/opset_many_cpu.csv: random_op_sets(12, seed=0) x paper gamma
+    0.3 / 0.8 x seeds 0-1 at one peak, 1/2x clock), one row per op set, and the property AUCs
+    (docs/figures/opset_properties_cpu.csv) once both outcomes occur."""
+    from anchorlab.eval.crossing import op_set_outcomes
+    from anchorlab.tasks.anchor.opsets import op_set_properties, random_op_sets
+
+    ops = random_op_sets(12, seed=0)
+    runs = table("opset_many_cpu.csv")
+    o = op_set_outcomes(runs).set_index("op_set")
+    rows = []
+    for i, op in enumerate(ops, 1):
+        q = op_set_properties(op)
+        a, b = op.held_out
+        name = f"{i}: {{{','.join(f'{op.anchors[k]:+d}' for k in sorted(op.anchors))}}} ({a},{b})"
+        props = [str(int(q["step_gap"])), num(q["offset_over_sd"]), f"x{int(q['composition']):+d} / x{op.mirror_shift:+d}"]
+        if op.label not in o.index:
+            rows.append([name, *props, "0 of 2", "", "0 of 2", "", "not run"])
+            continue
+        r = o.loc[op.label]
+        small = (f"{int(r.small_compose)} / {int(r.small_on_way)} / {int(r.small_memorize)} / {int(r.small_unfit)}"
+                 if r.n_small else "")
+        reads = ("pending" if r.n_small < 2 or r.n_large < 2 else
+                 "holds" if r.contrast else "small init composes, large does not memorize" if r.small_composes
+                 else "small init does not compose")
+        rows.append([name, *props, f"{int(r.n_small)} of 2", small, f"{int(r.n_large)} of 2",
+                     str(int(r.large_memorize)) if r.n_large else "", reads])
+    done = o[(o.n_small >= 2) & (o.n_large >= 2)]
+    text = md_table(["op set: steps (held out)", "step gap", "offset / sd", "composition / mirror",
+                     "small init runs", "composes final / on the way / memorizes / unfit", "large init runs",
+                     "memorizes", "the contrast"], rows)
+    text += (f"\n\nRuns done: {len(runs)} of 48; op sets with all four runs: {len(done)} of 12; the contrast holds on "
+             f"{int(done.contrast.sum())} of them, the small init composes on {int(done.small_composes.sum())}, the "
+             f"large init memorizes on {int(done.large_memorizes.sum())}.\n")
+    try:
+        aucs = table("opset_properties_cpu.csv")
+    except FileNotFoundError:
+        return text
+    def cell(p: str, label: str) -> str:
+        r = aucs[(aucs.property == p) & (aucs.label == label)]
+        if not len(r) or pd.isna(r.auc.iloc[0]):
+            return "n/a (one class)"
+        r = r.iloc[0]
+        return f"{num(r.auc)} [{num(r.auc_lo)}, {num(r.auc_hi)}] ({int(r.n_positive)} of {int(r.n_op_sets)})"
+
+    arows = [[p, cell(p, "small_composes"), cell(p, "small_composes_on_way")] for p in aucs.property.unique()]
+    n = int(aucs.n_op_sets.max())
+    lead = (f"\nWhich op-set property predicts the small init composing (AUC over op sets, bootstrap 95% over op sets)"
+            + (f"; provisional, over the {n} op sets with small-init runs so far:" if n < 12 else ":") + "\n\n")
+    return text + lead + md_table(["property", "AUC: small init composes, final (op sets composing)",
+                                   "AUC: composes on the way"], arows) + "\n"
