@@ -34,7 +34,7 @@ SMALL = {"flow": [], "flow-scores": ["n_inputs=64"],
          "cos-ao2": ["keys=[30,31,32,33,34,35,36]", "n_draws=1"], "cos-v2": ["keys=[30,31,32,33]", "n_draws=1"],
          "condensation": ["threshold=0.8"], "embedding": [], "cov-spectrum": ["top_k=4"], "stable-rank": [],
          "addition-grid": [], "coord-check": ["widths=[16,32]", "steps=1", "batch_size=4"],
-         "early-verdict": ["model=" + str(VERDICT)]}
+         "early-verdict": ["model=" + str(VERDICT)], "answers": ["split=test"]}
 COMPLEXITY = ["condensation", "embedding", "cov-spectrum", "stable-rank"]
 ANY_TASK = COMPLEXITY + ["coord-check"]  # addition-grid is tested on addition runs (tests/test_reasoning_figures.py)
 
@@ -118,7 +118,7 @@ def test_multi_run_complexity_tables(anchor_run, pairs_run, tmp_path):
 
 
 def test_run_multi_analysis_writes_one_table(anchor_run, pairs_run, tmp_path):
-    assert set(MULTI_RUN) == {"compare-runs", "complexity-summary"}
+    assert set(MULTI_RUN) == {"compare-runs", "complexity-summary", "answers-summary"}
     path, table = run_multi_analysis([anchor_run, pairs_run], "complexity-summary", tmp_path, ["threshold=0.8"])
     assert path == tmp_path / "complexity-summary.csv" and len(pd.read_csv(path)) == 2 == len(table)
     path, table = run_multi_analysis([anchor_run], "compare-runs", tmp_path, {"n_inputs": 16, "n_draws": 1})
@@ -127,7 +127,7 @@ def test_run_multi_analysis_writes_one_table(anchor_run, pairs_run, tmp_path):
         run_multi_analysis([anchor_run, pairs_run], "compare-runs", tmp_path / "x")
     with pytest.raises(ConfigError, match=r"^n_draws: must be >= 1"):
         run_multi_analysis([anchor_run], "compare-runs", tmp_path / "x", ["n_draws=0"])
-    with pytest.raises(ConfigError, match=r"^analysis: must be one of compare-runs, complexity-summary"):
+    with pytest.raises(ConfigError, match=r"^analysis: must be one of compare-runs, complexity-summary, answers-summary"):
         run_multi_analysis([anchor_run], "flow", tmp_path / "x")
     assert not (tmp_path / "x").exists()
 
@@ -156,13 +156,14 @@ def test_options_parse_from_strings_and_bad_options_name_the_field(anchor_run, t
            "mask-anchor2": (["g_values=[40,x]"], r"^g_values: expected tuple or NoneType"),
            "embedding": (["diff_steps=[0]"], r"^diff_steps: must be nonzero"),
            "condensation": (["threshold=1.5"], r"^threshold: must be <= 1"),
-           "early-verdict": (["threshold=0"], r"^threshold: must be > 0")}
+           "early-verdict": (["threshold=0"], r"^threshold: must be > 0"),
+           "answers": (["split=ood"], r"^split: must be one of train, test, all")}
     for name, (opts, match) in bad.items():
         with pytest.raises(ConfigError, match=match):
             options_from_strings(get_analysis(name).options, opts)
         with pytest.raises(ConfigError, match=match):  # the same error through the registry
             run_analysis(anchor_run, name, tmp_path, opts)
-    with pytest.raises(ConfigError, match=r"^analysis: must be one of flow, flow-scores, .*stable-rank, addition-grid, early-verdict, coord-check, got 'nope'"):
+    with pytest.raises(ConfigError, match=r"^analysis: must be one of flow, flow-scores, .*stable-rank, addition-grid, early-verdict, answers, coord-check, got 'nope'"):
         get_analysis("nope")
     with pytest.raises(ConfigError, match="^override 'keys': expected KEY=VALUE"):
         options_from_strings(CosAo2Options, ["keys"])

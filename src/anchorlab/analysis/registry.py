@@ -32,10 +32,12 @@ import pandas as pd
 from ..config import ConfigError, options_from_strings
 from ..io import atomic_write
 from ..plots import complexity as cplots
+from ..plots.answers import answers_figure
 from ..plots.coord_check import coord_check_figure
 from ..plots import mechanism as mplots
 from ..plots import predictors as pplots
 from ..plots import reasoning as rplots
+from . import answers as ans
 from . import complexity as cx
 from . import coord_check as cc
 from . import mechanism as mech
@@ -98,6 +100,8 @@ ANALYSES: dict[str, Analysis] = {a.name: a for a in (
              rsn.AdditionGridOptions, rsn.compute_addition_grid, rplots.addition_grid_figure, ("addition",)),
     Analysis("early-verdict", "will the run compose or memorize (4,3)? a logistic verdict from its early predictors",
              vd.EarlyVerdictOptions, vd.compute_early_verdict, pplots.verdict_figure, ANCHOR),
+    Analysis("answers", "every answer on the held-out pairs, named: composition, mirror, another pair's target, other",
+             ans.AnswersOptions, ans.compute_answers, answers_figure, ANCHOR),
     Analysis("coord-check", "init std and the first steps' activation scales vs width (mup-style coordinate check)",
              cc.CoordCheckOptions, cc.compute_coord_check, coord_check_figure),
 )}
@@ -122,6 +126,8 @@ MULTI_RUN: dict[str, MultiRunAnalysis] = {a.name: a for a in (
                      mech.CompareRunsOptions, compare_runs, ANCHOR),
     MultiRunAnalysis("complexity-summary", "stable rank, condensation and ordinal scores side by side",
                      cx.ComplexitySummaryOptions, complexity_summary),
+    MultiRunAnalysis("answers-summary", "the top answer on each held-out pair and the share of each kind, side by side",
+                     ans.AnswersSummaryOptions, ans.answers_summary, ANCHOR),
 )}
 
 
