@@ -87,3 +87,9 @@ def test_the_cli_writes_the_tables_and_the_summary_over_runs(tmp_path, tiny_over
     assert len(s) == 2 and list(s.gamma) == [0.3, 0.8] and (s.n > 0).all()
     shares = s[["composition_share", "mirror_share", "trained_target_share", "other_share"]].sum(axis=1)
     assert shares.to_numpy() == pytest.approx([1.0, 1.0])
+    # the same answers the run's own final evaluation counted
+    import json
+    for r, row in zip(runs, s.itertuples()):
+        m = json.loads((r / "final.json").read_text())["final"]
+        assert row.composition_share == pytest.approx(m["ood_inferential_acc"], abs=1e-6)
+        assert row.mirror_share == pytest.approx(m["ood_symmetric_acc"], abs=1e-6)

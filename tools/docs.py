@@ -43,6 +43,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "c1-opsets": f2.c1_opsets,
     "c1-crossing": f2.c1_crossing,
     "c1-many": f2.c1_many,
+    "c1-answers": f2.c1_answers,
     "c2-depth": f2.c2_depth,
     "c3-grid": cl.c3_grid,
     "c3-rescue": cl.c3_rescue,

@@ -267,3 +267,33 @@ def c1_many() -> str:
             + (f"; provisional, over the {n} op sets with small-init runs so far:" if n < 12 else ":") + "\n\n")
     return text + lead + md_table(["property", "AUC: small init composes, final (op sets composing)",
                                    "AUC: composes on the way"], arows) + "\n"
+
+
+def c1_answers() -> str:
+    """C1: what the crossing's runs answer on the held-out pair (docs/figures/opset_cross_cpu_answers.csv, the
+    ``answers-summary`` analysis of every run), per op set and paper gamma: how many runs' most frequent answer is the
+    composition, the mirror, another trained pair's target (which pairs) or other, and the mean share of each kind."""
+    from collections import Counter
+
+    from anchorlab.reproduce.figures_opset import O1, O2
+
+    runs = table("opset_cross_cpu.csv")[["run_id", "op_set", "paper_gamma"]]
+    a = table("opset_cross_cpu_answers.csv").merge(runs, on="run_id")
+    names = {O1.label: "O1", O2.label: "O2"}
+    rows = []
+    for op in (O1, O2):
+        for g in (0.8, 0.3):
+            t = a[(a.op_set == op.label) & (a.paper_gamma.round(6) == g)]
+            if not len(t):
+                continue
+            top = Counter(t.top_kind)
+            borrowed = Counter(f"{r.top_answer} {r.top_matches}" for r in t.itertuples() if r.top_kind == "trained target")
+            which = ", ".join(f"{k} ({n})" for k, n in borrowed.most_common())
+            rows.append([f"{names[op.label]} ({op.held_out[0]},{op.held_out[1]}): composition x{op.anchors[op.held_out[0]] + op.anchors[op.held_out[1]]:+d}, mirror x{op.mirror_shift:+d}",
+                         f"{g:g}", str(len(t)),
+                         f"{top['composition']} / {top['mirror']} / {top['trained target']} / {top['other']}",
+                         which or "-",
+                         " / ".join(num(t[f"{k}_share"].mean()) for k in ("composition", "mirror", "trained_target", "other"))])
+    return md_table(["op set (held out)", "paper gamma", "runs", "top answer: composition / mirror / another pair's "
+                     "target / other", "the borrowed targets (runs)", "mean share: composition / mirror / another "
+                     "pair's target / other"], rows) + "\n"
