@@ -85,3 +85,28 @@ def test_a_pending_crossing_says_which_hypotheses_it_already_excludes():
     assert v["still_possible"] == ("H2/H4 (offset over spread, clock); idiosyncratic (both compose); "
                                    "none of the hypotheses")
     assert crossing_verdict(runs, "O1", "O2")["still_possible"] == crossing_verdict(runs, "O1", "O2")["verdict"]
+
+
+def test_the_committed_crossing_redraws_with_its_answers(tmp_path):
+    """The committed per-run table redraws the study without training: 24 runs, the verdict, and each run's
+    answers read from opset_cross_cpu_answers.csv beside it (one row per run, shares summing to one)."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from anchorlab.cli import main
+
+    committed = Path(__file__).resolve().parents[1] / "docs" / "figures" / "opset_cross_cpu.csv"
+    out = tmp_path / "cross"
+    assert main(["reproduce", "study-opset-cross", "--scale", "cpu", "--from-table", str(committed), "--no-train",
+                 "--out", str(out)]) == 0
+    runs, answers = pd.read_csv(out / "runs.csv"), pd.read_csv(out / "answers.csv")
+    assert len(runs) == 24 and set(answers.run_id) == set(runs.run_id) and len(answers) == 24
+    kinds = answers[["composition_share", "mirror_share", "trained_target_share", "other_share"]].sum(axis=1)
+    assert (kinds - 1).abs().max() < 1e-6
+    # the answers agree with each run's own final metrics
+    both = runs.merge(answers, on="run_id")
+    assert (both.composition_share - both.inferential_final).abs().max() < 1e-6
+    assert (both.mirror_share - both.symmetric_final).abs().max() < 1e-6
+    claims = pd.read_csv(out / "paper_vs_ours.csv").set_index("claim").ours
+    assert claims["the hypothesis the rule supports (eval.crossing)"] == "none of the hypotheses"

@@ -4,13 +4,16 @@ The papers' op set composed under the small init at CPU scale where two other op
 differs from the papers' in its steps and in its held-out pair; the crossing (sweep preset ``opset_cross_cpu``)
 swaps them: O1 keeps the papers' steps with (3,2) held out, O2 the (3,2) op set's steps with (4,2) held out.
 :mod:`anchorlab.eval.crossing` holds the hypotheses, the rule and the per-run readings. The maker reads one run
-table (``out/sweep`` and any ``--from-table`` CSVs, their ``X_curves.csv`` beside them) and writes::
+table (``out/sweep`` and any ``--from-table`` CSVs, their ``X_curves.csv`` and ``X_answers.csv`` beside them) and
+writes::
 
     runs.csv        one row per run: op set, paper gamma, peak lr, seed, ID, each mapping's final and best accuracy,
                     the step ID first reaches 0.9, the held-out pair's answers there, the mirror's takeover, the
                     run's outcome, the op set's properties (step gap, offset over the steps' spread, ...)
     counts.csv      per op set and paper gamma: runs, unfit, memorize, compose (final / on the way), median fit step
     verdict.csv     each op set's reading and the hypothesis the rule supports (``pending`` until 9 runs each)
+    answers.csv     per run: what it answers on the held-out pair, each answer named (composition, mirror, another
+                    trained pair's target, other; :mod:`anchorlab.analysis.answers`, from the final weights)
     curves.csv, curves.png   the trajectories
 """
 
@@ -34,10 +37,11 @@ def make_cross(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, t
     from ..eval.crossing import crossing_rows, crossing_verdict, op_set_counts
     from ..plots.headline import drawn_runs, plot_curves
     from ..plots.save import save_figure
-    from ..sweep.runtable import rows_curves
+    from ..sweep.runtable import rows_answers, rows_curves
 
     curves = rows_curves(rows)
     runs = crossing_rows(rows, curves, id_min, threshold)
+    answers = rows_answers(rows)
     counts = op_set_counts(runs, id_min, threshold)
     timing = runs.groupby(["op_set", "paper_gamma"]).agg(
         median_steps_to_id_fit=("steps_to_id_fit", "median"), mean_inferential_at_fit=("inferential_at_fit", "mean"),
@@ -52,7 +56,16 @@ def make_cross(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, t
     drawn = runs.assign(n_layers=2, devices=runs.device.fillna("cpu").astype(str).str.split(":").str[0])
     if len(curves) and len(drawn_runs(drawn, curves)):
         files["curves.png"] = save_figure(plot_curves(drawn, curves), out / "curves", formats=("png",), dpi=110)[0]
-    return {"runs": runs, "counts": counts, "verdict": verdict, "curves": curves}, files
+    return {"runs": runs, "counts": counts, "verdict": verdict, "curves": curves, "answers": answers}, files
+
+
+def _borrowed(t: pd.DataFrame, op: OpSet) -> str:
+    a, r = t["answers"], t["runs"]
+    if not len(a):
+        return "n/a (no answers table)"
+    small = set(r.run_id[(r.op_set == op.label) & (r.paper_gamma.round(6) == 0.8)])
+    a = a[a.run_id.isin(small)]
+    return f"{int((a.top_kind == 'trained target').sum())} of {len(a)}" if len(a) else "n/a"
 
 
 def _count(t: pd.DataFrame, op: OpSet, col: str) -> str:
@@ -76,6 +89,8 @@ register(Figure(
               lambda t: _count(t, O1, "n_compose_on_way")),
         Claim("O2: small-init runs reaching inferential >= 0.5 at some evaluation", "not in the papers",
               lambda t: _count(t, O2, "n_compose_on_way")),
+        Claim("O2: small-init runs whose most frequent answer is another trained pair's target", "not in the papers",
+              lambda t: _borrowed(t, O2)),
         Claim("the hypothesis the rule supports (eval.crossing)", "H1 gap / H2-H4 offset, clock / H3 mirror farther",
               lambda t: str(t["verdict"].verdict.iloc[0])),
         Claim("large init (paper gamma 0.3) control: mean final symmetric accuracy", "memorizes (the papers' op set)",

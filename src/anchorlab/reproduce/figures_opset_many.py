@@ -8,6 +8,7 @@ gamma 0.3 / 0.8 x one peak (1.77e-4) x seeds 0-1 at 1/2x the paper's clock. The 
     op_sets.csv       one row per op set: properties, outcomes per init, the papers' cell at the one peak, and by
                       at least half of the runs whether the small init composes, the large init memorizes, the contrast holds
     properties.csv    per property: AUC for the small init composing, bootstrap interval over op sets, n_op_sets
+    answers.csv       per run: what it answers on the held-out pair (as in ``study-opset-cross``)
     outcome_vs_property.png   each small-init run's outcome against the property with the AUC farthest from 0.5
 """
 
@@ -27,7 +28,7 @@ def make_many(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, th
     from ..eval.crossing import crossing_rows, op_set_outcomes
     from ..plots.opset import plot_outcome_vs_property
     from ..plots.save import save_figure
-    from ..sweep.runtable import rows_curves
+    from ..sweep.runtable import rows_answers, rows_curves
 
     rows = rows[rows.op_set.astype(str) != ""]
     curves = rows_curves(rows)
@@ -40,7 +41,7 @@ def make_many(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, th
         best = first.iloc[0]
         fig = plot_outcome_vs_property(runs, str(best.property), float(best.auc))
         files["outcome_vs_property.png"] = save_figure(fig, out / "outcome_vs_property", formats=("png",), dpi=120)[0]
-    return {"runs": runs, "op_sets": ops, "properties": aucs, "curves": curves}, files
+    return {"runs": runs, "op_sets": ops, "properties": aucs, "curves": curves, "answers": rows_answers(rows)}, files
 
 
 def property_aucs(op_sets: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:

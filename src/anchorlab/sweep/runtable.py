@@ -288,6 +288,27 @@ def run_history(history: "pd.DataFrame", run_id: str) -> list[dict[str, Any]]:
             for r in rows]
 
 
+def _answers_of(finals: Sequence[Mapping[str, Any]]) -> "pd.DataFrame":
+    from ..analysis.answers import answers_summary
+
+    dirs = [f["run_dir"] for f in finals if (f.get("config") or {}).get("task", {}).get("name", "anchor") == "anchor"]
+    t = answers_summary(dirs)
+    return t.drop(columns=["run"]) if len(t) else t
+
+
+def answer_table(sources: Sequence[str | Path]) -> "pd.DataFrame":
+    """One row per (run, held-out pair) of ``sources``: what each completed anchor-task run answers there
+    (:func:`anchorlab.analysis.answers.answers_summary`, from its final weights); for a committed ``X.csv``, its
+    ``X_answers.csv`` beside it where there is one. A run read from a directory wins over a committed row."""
+    return _per_evaluation(sources, "_answers.csv", _answers_of, strict=False)
+
+
+def rows_answers(rows: "pd.DataFrame") -> "pd.DataFrame":
+    """:func:`answer_table` over the sources a run table's rows were read from, kept to those runs."""
+    t = answer_table(sorted({s for s in rows.source if s}))
+    return t[t.run_id.isin(set(rows.run_id))].reset_index(drop=True) if len(t) else t
+
+
 def rows_curves(rows: "pd.DataFrame") -> "pd.DataFrame":
     """The trajectories of a run table's runs: :func:`curve_table` over the sources its rows were read from,
     kept to those runs, in (run, step) order."""
