@@ -226,6 +226,19 @@ def c1_many() -> str:
     ops = random_op_sets(12, seed=0)
     runs = table("opset_many_cpu.csv")
     o = op_set_outcomes(runs).set_index("op_set")
+    try:
+        ans = table("opset_many_cpu_answers.csv").merge(runs[["run_id", "op_set", "paper_gamma"]], on="run_id")
+        ans = ans[ans.paper_gamma.round(6) == 0.8]
+    except FileNotFoundError:
+        ans = None
+
+    def answered(label: str) -> str:
+        t = ans[ans.op_set == label] if ans is not None else []
+        if not len(t):
+            return "n/a"
+        k = t.top_kind.value_counts()
+        return " / ".join(str(int(k.get(x, 0))) for x in ("composition", "mirror", "trained target", "other"))
+
     rows = []
     for i, op in enumerate(ops, 1):
         q = op_set_properties(op)
@@ -233,7 +246,7 @@ def c1_many() -> str:
         name = f"{i}: {{{','.join(f'{op.anchors[k]:+d}' for k in sorted(op.anchors))}}} ({a},{b})"
         props = [str(int(q["step_gap"])), num(q["offset_over_sd"]), f"x{int(q['composition']):+d} / x{op.mirror_shift:+d}"]
         if op.label not in o.index:
-            rows.append([name, *props, "0 of 2", "", "0 of 2", "", "", "not run"])
+            rows.append([name, *props, "0 of 2", "", "", "0 of 2", "", "", "not run"])
             continue
         r = o.loc[op.label]
         small = (f"{int(r.small_compose)} / {int(r.small_on_way)} / {int(r.small_memorize)} / {int(r.small_unfit)}"
@@ -242,11 +255,12 @@ def c1_many() -> str:
                  "holds" if r.contrast else "small init composes, large does not memorize" if r.small_composes
                  else "small init does not compose")
         cell = f"{num(r.small_inferential_cell)} / {num(r.large_symmetric_cell)}"
-        rows.append([name, *props, f"{int(r.n_small)} of 2", small, f"{int(r.n_large)} of 2",
+        rows.append([name, *props, f"{int(r.n_small)} of 2", small, answered(op.label), f"{int(r.n_large)} of 2",
                      str(int(r.large_memorize)) if r.n_large else "", cell, reads])
     done = o[(o.n_small >= 2) & (o.n_large >= 2)]
     text = md_table(["op set: steps (held out)", "step gap", "offset / sd", "composition / mirror",
-                     "small init runs", "composes final / on the way / memorizes / unfit", "large init runs",
+                     "small init runs", "composes final / on the way / memorizes / unfit",
+                     "its top answer: composition / mirror / another pair's target / other", "large init runs",
                      "memorizes", "papers' cell: small inferential / large symmetric", "the contrast"], rows)
     text += (f"\n\nRuns done: {len(runs)} of 48; op sets with all four runs: {len(done)} of 12; the contrast holds on "
              f"{int(done.contrast.sum())} of them, the small init composes on {int(done.small_composes.sum())}, the "
