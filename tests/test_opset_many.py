@@ -6,7 +6,7 @@ import pandas as pd
 import yaml
 
 from anchorlab.eval.crossing import op_set_outcomes
-from anchorlab.reproduce.figures_opset_many import property_aucs
+from anchorlab.reproduce.figures_opset_many import property_aucs, with_property
 from anchorlab.sweep.grid import resolve_sweep
 from anchorlab.tasks.anchor.opsets import OpSet, random_op_sets
 
@@ -65,3 +65,20 @@ def test_the_fig2_table_lends_only_its_runs_of_this_design(tmp_path):
     assert set(runs.paper_gamma) == {0.3, 0.8} and runs.op_set.nunique() == 3
     assert "11 of them are runs of this figure's design (48 runs; 251 others left out)" in (out / "README.md").read_text()
     assert len(pd.read_csv(out / "op_sets.csv")) == 3
+
+
+def test_an_op_set_property_is_drawn_per_run():
+    """The best property may be an op set's (small_fit_steps, abs_offset), not a run column: each run gets its op
+    set's value, and the figure draws."""
+    from anchorlab.plots.opset import plot_outcome_vs_property
+
+    runs = _runs([(6, ["composes", "composes"], ["memorizes", "memorizes"]),
+                  (2, ["memorizes", "unfit"], ["memorizes", "memorizes"])])
+    ops = op_set_outcomes(runs)
+    for prop in ("small_fit_steps", "abs_offset"):
+        assert prop not in runs
+        t = with_property(runs, ops, prop)
+        assert len(t) == len(runs) and t[prop].notna().all()
+        assert t.groupby("op_set")[prop].nunique().max() == 1
+        assert plot_outcome_vs_property(t, prop, 1.0).axes
+    assert with_property(runs, ops, "step_gap") is runs

@@ -39,9 +39,16 @@ def make_many(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, th
     first = aucs[(aucs.label == "small_composes") & aucs.auc.notna()]
     if len(first):
         best = first.iloc[0]
-        fig = plot_outcome_vs_property(runs, str(best.property), float(best.auc))
+        prop = str(best.property)
+        fig = plot_outcome_vs_property(with_property(runs, ops, prop), prop, float(best.auc))
         files["outcome_vs_property.png"] = save_figure(fig, out / "outcome_vs_property", formats=("png",), dpi=120)[0]
     return {"runs": runs, "op_sets": ops, "properties": aucs, "curves": curves, "answers": rows_answers(rows)}, files
+
+
+def with_property(runs: pd.DataFrame, op_sets: pd.DataFrame, prop: str) -> pd.DataFrame:
+    """``runs`` with column ``prop``: a run column already, or an op-set property (``small_fit_steps``,
+    ``abs_offset``) taken from ``op_sets`` by op set."""
+    return runs if prop in runs else runs.merge(op_sets[["op_set", prop]], on="op_set", how="left")
 
 
 def property_aucs(op_sets: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
