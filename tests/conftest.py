@@ -33,4 +33,3 @@ def shared_datasets() -> Path:
     if not d.exists():
         pytest.skip(f"reference datasets not found at {d}")
     return d
-

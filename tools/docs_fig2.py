@@ -220,6 +220,7 @@ def c1_many() -> str:
     """C1: the many-op-set study so far (docs/figures/opset_many_cpu.csv: random_op_sets(12, seed=0) x paper gamma
     0.3 / 0.8 x seeds 0-1 at one peak, 1/2x clock), one row per op set, and the property AUCs
     (docs/figures/opset_properties_cpu.csv) once both outcomes occur."""
+    from anchorlab.analysis.answers import KINDS
     from anchorlab.eval.crossing import op_set_outcomes
     from anchorlab.tasks.anchor.opsets import op_set_properties, random_op_sets
 
@@ -237,7 +238,7 @@ def c1_many() -> str:
         if not len(t):
             return "n/a"
         k = t.top_kind.value_counts()
-        return " / ".join(str(int(k.get(x, 0))) for x in ("composition", "mirror", "trained target", "other"))
+        return " / ".join(str(int(k.get(x, 0))) for x in KINDS)
 
     rows = []
     for i, op in enumerate(ops, 1):
@@ -269,6 +270,7 @@ def c1_many() -> str:
         aucs = table("opset_properties_cpu.csv")
     except FileNotFoundError:
         return text
+
     def cell(p: str, label: str) -> str:
         r = aucs[(aucs.property == p) & (aucs.label == label)]
         if not len(r) or pd.isna(r.auc.iloc[0]):
@@ -290,7 +292,9 @@ def c1_answers() -> str:
     composition, the mirror, another trained pair's target (which pairs) or other, and the mean share of each kind."""
     from collections import Counter
 
+    from anchorlab.analysis.answers import KINDS
     from anchorlab.reproduce.figures_opset import O1, O2
+    from anchorlab.tasks.anchor.opsets import op_set_properties
 
     runs = table("opset_cross_cpu.csv")[["run_id", "op_set", "paper_gamma"]]
     a = table("opset_cross_cpu_answers.csv").merge(runs, on="run_id")
@@ -304,11 +308,11 @@ def c1_answers() -> str:
             top = Counter(t.top_kind)
             borrowed = Counter(f"{r.top_answer} {r.top_matches}" for r in t.itertuples() if r.top_kind == "trained target")
             which = ", ".join(f"{k} ({n})" for k, n in borrowed.most_common())
-            rows.append([f"{names[op.label]} ({op.held_out[0]},{op.held_out[1]}): composition x{op.anchors[op.held_out[0]] + op.anchors[op.held_out[1]]:+d}, mirror x{op.mirror_shift:+d}",
-                         f"{g:g}", str(len(t)),
-                         f"{top['composition']} / {top['mirror']} / {top['trained target']} / {top['other']}",
-                         which or "-",
-                         " / ".join(num(t[f"{k}_share"].mean()) for k in ("composition", "mirror", "trained_target", "other"))])
+            comp = int(op_set_properties(op)["composition"])
+            rows.append([f"{names[op.label]} ({op.held_out[0]},{op.held_out[1]}): composition x{comp:+d}, "
+                         f"mirror x{op.mirror_shift:+d}", f"{g:g}", str(len(t)),
+                         " / ".join(str(top[k]) for k in KINDS), which or "-",
+                         " / ".join(num(t[f"{k.replace(' ', '_')}_share"].mean()) for k in KINDS)])
     return md_table(["op set (held out)", "paper gamma", "runs", "top answer: composition / mirror / another pair's "
                      "target / other", "the borrowed targets (runs)", "mean share: composition / mirror / another "
                      "pair's target / other"], rows) + "\n"

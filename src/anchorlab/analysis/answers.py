@@ -54,16 +54,16 @@ def answer_kinds(task, pair: tuple[int, int]) -> dict[int, tuple[str, str]]:
     """Shift -> (kind, matches) for every shift that has a name on ``pair`` (see the module docstring)."""
     names: dict[int, tuple[str, str]] = {}
     mirror = (pair[1], pair[0])
-    sym = task.designated_shift(mirror) if mirror != pair and mirror in task.trained_pairs else None
+    hyp = task.hypotheses(pair)          # inferential; symmetric: the mirror's trained target (None if none)
     others: dict[int, list[str]] = {}
     for p in task.trained_pairs:
         if p != mirror:
             others.setdefault(task.designated_shift(p), []).append(f"({p[0]},{p[1]})")
     for s, ps in others.items():
         names[s] = ("trained target", " ".join(ps))
-    if sym is not None:
-        names[sym] = ("mirror", f"({mirror[0]},{mirror[1]})")
-    names[task.inferential_shift(pair)] = ("composition", "")
+    if hyp["symmetric"] is not None:
+        names[hyp["symmetric"]] = ("mirror", f"({mirror[0]},{mirror[1]})")
+    names[hyp["inferential"]] = ("composition", "")
     return names
 
 
