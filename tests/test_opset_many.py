@@ -6,7 +6,7 @@ import pandas as pd
 import yaml
 
 from anchorlab.eval.crossing import op_set_outcomes
-from anchorlab.reproduce.figures_opset_many import property_aucs, with_property
+from anchorlab.reproduce.figures_opset_many import RUNS_PER_INIT, _of, property_aucs, with_property
 from anchorlab.sweep.grid import resolve_sweep
 from anchorlab.tasks.anchor.opsets import OpSet, random_op_sets
 
@@ -17,6 +17,8 @@ def test_the_preset_holds_the_generators_first_twelve_op_sets():
     ops = random_op_sets(12, seed=0)
     assert [dict(a) for a in group["task.anchors"]] == [o.anchors for o in ops]
     assert group["task.pair_rules"] == [o.task_overrides()["task.pair_rules"] for o in ops]
+    seeds = next(g for g in spec["zip"] if "train.init_seed" in g)
+    assert len(seeds["train.init_seed"]) == RUNS_PER_INIT     # an op set is done once this many runs per init are in
 
 
 def _runs(spec):
@@ -82,3 +84,22 @@ def test_an_op_set_property_is_drawn_per_run():
         assert t.groupby("op_set")[prop].nunique().max() == 1
         assert plot_outcome_vs_property(t, prop, 1.0).axes
     assert with_property(runs, ops, "step_gap") is runs
+
+
+def test_an_op_set_still_running_is_pending_not_counted():
+    """While the study runs, an op set with one of its two runs per init done is named pending: the claims count
+    the finished op sets only, and the property AUCs keep to the op sets whose small-init runs are all done."""
+    runs = _runs([(6, ["composes", "composes"], ["memorizes", "memorizes"]),
+                  (2, ["memorizes", "memorizes"], ["memorizes", "memorizes"]),
+                  (3, ["composes"], ["memorizes"]),                     # half done: would read "holds"
+                  (4, ["memorizes", "memorizes"], ["memorizes"])])      # small init done, large pending
+    ops = op_set_outcomes(runs, per_init=2)
+    assert ops.done.tolist() == [True, True, False, False]
+    assert ops.small_done.tolist() == [True, True, False, True]
+    assert ops.contrast.tolist() == [True, False, True, False]
+    assert _of({"op_sets": ops}, "contrast") == "1 of 2 (2 more op sets pending)"
+    assert _of({"op_sets": ops[ops.done]}, "large_memorizes") == "2 of 2"
+    assert _of({"op_sets": ops[~ops.done]}, "contrast") == "n/a (2 op sets pending)"
+    assert op_set_outcomes(runs).done.all()                             # no design given: every op set counts
+    a = property_aucs(ops[ops.small_done], n_boot=50).set_index(["label", "property"])
+    assert a.loc[("small_composes", "step_gap"), "n_op_sets"] == 3

@@ -222,11 +222,12 @@ def c1_many() -> str:
     (docs/figures/opset_properties_cpu.csv) once both outcomes occur."""
     from anchorlab.analysis.answers import KINDS
     from anchorlab.eval.crossing import op_set_outcomes
+    from anchorlab.reproduce.figures_opset_many import RUNS_PER_INIT
     from anchorlab.tasks.anchor.opsets import op_set_properties, random_op_sets
 
     ops = random_op_sets(12, seed=0)
     runs = table("opset_many_cpu.csv")
-    o = op_set_outcomes(runs).set_index("op_set")
+    o = op_set_outcomes(runs, per_init=RUNS_PER_INIT).set_index("op_set")
     try:
         ans = table("opset_many_cpu_answers.csv").merge(runs[["run_id", "op_set", "paper_gamma"]], on="run_id")
         ans = ans[ans.paper_gamma.round(6) == 0.8]
@@ -247,23 +248,24 @@ def c1_many() -> str:
         name = f"{i}: {{{','.join(f'{op.anchors[k]:+d}' for k in sorted(op.anchors))}}} ({a},{b})"
         props = [str(int(q["step_gap"])), num(q["offset_over_sd"]), f"x{int(q['composition']):+d} / x{op.mirror_shift:+d}"]
         if op.label not in o.index:
-            rows.append([name, *props, "0 of 2", "", "", "0 of 2", "", "", "not run"])
+            rows.append([name, *props, f"0 of {RUNS_PER_INIT}", "", "", f"0 of {RUNS_PER_INIT}", "", "", "not run"])
             continue
         r = o.loc[op.label]
         small = (f"{int(r.small_compose)} / {int(r.small_on_way)} / {int(r.small_memorize)} / {int(r.small_unfit)}"
                  if r.n_small else "")
-        reads = ("pending" if r.n_small < 2 or r.n_large < 2 else
+        reads = ("pending" if not r.done else
                  "holds" if r.contrast else "small init composes, large does not memorize" if r.small_composes
                  else "small init does not compose")
         cell = f"{num(r.small_inferential_cell)} / {num(r.large_symmetric_cell)}"
-        rows.append([name, *props, f"{int(r.n_small)} of 2", small, answered(op.label), f"{int(r.n_large)} of 2",
-                     str(int(r.large_memorize)) if r.n_large else "", cell, reads])
-    done = o[(o.n_small >= 2) & (o.n_large >= 2)]
+        rows.append([name, *props, f"{int(r.n_small)} of {RUNS_PER_INIT}", small, answered(op.label),
+                     f"{int(r.n_large)} of {RUNS_PER_INIT}", str(int(r.large_memorize)) if r.n_large else "", cell, reads])
+    done = o[o.done]
     text = md_table(["op set: steps (held out)", "step gap", "offset / sd", "composition / mirror",
                      "small init runs", "composes final / on the way / memorizes / unfit",
                      "its top answer: composition / mirror / another pair's target / other", "large init runs",
                      "memorizes", "papers' cell: small inferential / large symmetric", "the contrast"], rows)
-    text += (f"\n\nRuns done: {len(runs)} of 48; op sets with all four runs: {len(done)} of 12; the contrast holds on "
+    text += (f"\n\nRuns done: {len(runs)} of {2 * RUNS_PER_INIT * len(ops)}; op sets with all "
+             f"{2 * RUNS_PER_INIT} runs: {len(done)} of {len(ops)}; the contrast holds on "
              f"{int(done.contrast.sum())} of them, the small init composes on {int(done.small_composes.sum())}, the "
              f"large init memorizes on {int(done.large_memorizes.sum())}.\n")
     try:
@@ -281,7 +283,7 @@ def c1_many() -> str:
     arows = [[p, cell(p, "small_composes"), cell(p, "small_composes_on_way")] for p in aucs.property.unique()]
     n = int(aucs.n_op_sets.max())
     lead = (f"\nWhich op-set property predicts the small init composing (AUC over op sets, bootstrap 95% over op sets)"
-            + (f"; provisional, over the {n} op sets with small-init runs so far:" if n < 12 else ":") + "\n\n")
+            + (f"; provisional, over the {n} op sets whose small-init runs are all done:" if n < 12 else ":") + "\n\n")
     return text + lead + md_table(["property", "AUC: small init composes, final (op sets composing)",
                                    "AUC: composes on the way"], arows) + "\n"
 

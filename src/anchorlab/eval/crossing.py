@@ -167,13 +167,16 @@ def crossing_verdict(runs: pd.DataFrame, o1: str, o2: str, small_gamma: float = 
 PROPERTIES = ("step_gap", "offset_over_sd", "mirror_farther", "abs_offset", "small_fit_steps")
 
 
-def op_set_outcomes(runs: pd.DataFrame, large: float = 0.3, small: float = 0.8) -> pd.DataFrame:
+def op_set_outcomes(runs: pd.DataFrame, large: float = 0.3, small: float = 0.8,
+                    per_init: int | None = None) -> pd.DataFrame:
     """:func:`crossing_rows` -> one row per op set: its properties (``abs_offset``; ``small_fit_steps``, the small
     init's median steps to ID 0.9, a run-level property: H4's clock), per init the runs and their outcomes
     (``small_compose``: fitted and final inferential >= 0.5; ``small_on_way``: inferential >= 0.5 at some evaluation;
     ``*_memorize``; ``small_unfit``), the papers' cell at the one peak (mean over seeds of each run's best over
     training: ``small_inferential_cell``, ``large_symmetric_cell``) and, in at least half of the runs, ``small_composes``,
-    ``small_composes_on_way``, ``large_memorizes`` and ``contrast`` (both of the first and last)."""
+    ``small_composes_on_way``, ``large_memorizes`` and ``contrast`` (both of the first and last). ``small_done`` /
+    ``done``: the small init's / both inits' runs number at least ``per_init`` (the design's runs per init; None: any
+    run counts as done), so a reading over a study still running can keep to the op sets it has finished."""
     out = []
     for label, t in runs.groupby("op_set", sort=False):
         s, lg = t[t.paper_gamma.round(6) == round(small, 6)], t[t.paper_gamma.round(6) == round(large, 6)]
@@ -189,5 +192,8 @@ def op_set_outcomes(runs: pd.DataFrame, large: float = 0.3, small: float = 0.8) 
         row["small_composes_on_way"] = bool(len(s)) and 2 * row["small_on_way"] >= len(s)
         row["large_memorizes"] = bool(len(lg)) and 2 * row["large_memorize"] >= len(lg)
         row["contrast"] = row["small_composes"] and row["large_memorizes"]
+        need = 1 if per_init is None else per_init
+        row["small_done"] = len(s) >= need
+        row["done"] = row["small_done"] and len(lg) >= need
         out.append(row)
     return pd.DataFrame(out)
