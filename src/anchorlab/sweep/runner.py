@@ -136,6 +136,27 @@ def plan_jobs(todo: list[RunSpec], stack: "str | int", workers: int, run_fn: Any
     return jobs
 
 
+def resume_order(todo: list[RunSpec], design: list[RunSpec], dir_of: Callable[[str], Path]) -> list[RunSpec]:
+    """``todo`` reordered to finish what was started, the order kept within each class (stable):
+
+    1. runs that left a checkpoint in their directory (an interrupted run resumes from it);
+    2. runs of a task (task and model config) of which another run of ``design`` (the sweep's runs, those done on
+       another machine included) is no longer to do, so started groups, such as an op set with one seed done,
+       complete before new ones open;
+    3. the rest.
+
+    A sweep stopped at any point then holds as many complete groups as it can, and no checkpoint waits behind
+    runs that start from scratch."""
+    def key(r: RunSpec) -> str:
+        return json.dumps([to_dict(r.config.task), to_dict(r.config.model)], sort_keys=True, default=str)
+
+    pending = {r.run_id for r in todo}
+    started = {key(r) for r in design if r.run_id not in pending}
+    rank = {r.run_id: 0 if (dir_of(r.run_id) / "checkpoint.pt").exists() else 1 if key(r) in started else 2
+            for r in todo}
+    return sorted(todo, key=lambda r: rank[r.run_id])
+
+
 def torch_cuda_available() -> bool:
     import torch
 
@@ -227,7 +248,8 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
     spec = load_sweep(spec)
     out = Path(out_dir).resolve()  # absolute: workers (Ray) may run elsewhere
     elsewhere = left_elsewhere(done_elsewhere, stored_statuses(out / "results.sqlite") if done_elsewhere else {})
-    runs = [r for r in expand(spec) if r.run_id not in elsewhere]
+    design = expand(spec)
+    runs = [r for r in design if r.run_id not in elsewhere]
     out.mkdir(parents=True, exist_ok=True)
     plain = json.loads(json.dumps(spec.to_dict(), default=list))
     write_text(out / "sweep.yaml", yaml.safe_dump(plain, sort_keys=False))
@@ -253,6 +275,7 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
                     on_result(r, status)
                 continue
             todo.append(r)
+        todo = resume_order(todo, design, dir_of)
         log.info("sweep %s: %d runs, %d to do", spec.name, len(runs), len(todo))
         if todo:
             _execute(store, todo, dir_of, executor, max_workers, run_fn, store_history, on_result, stack)
