@@ -395,19 +395,25 @@ def test_sweep_trains_same_shape_runs_as_stacks_with_the_same_results(tmp_path):
 
 
 def test_a_resumed_sweep_finishes_what_it_started_first(tmp_path):
-    """resume_order: runs with a checkpoint first, then runs of a task another of whose runs is done, then new
-    tasks; the design's order is kept within each class, and a fresh sweep keeps its order."""
+    """resume_ranks / order_jobs: runs with a checkpoint first, then runs of a task another of whose runs is done,
+    then new tasks; the planned order (a task's runs together) kept within each class; a fresh sweep unchanged."""
     from anchorlab.sweep.grid import expand, load_sweep
-    from anchorlab.sweep.runner import resume_order
+    from anchorlab.sweep.runner import order_jobs, plan_jobs, resume_ranks
 
     spec = {"name": "order", "base": TINY, "axes": {"train.init_seed": [0, 1]},
             "zip": [{"task.value_min": [20, 21, 22, 23]}]}   # seeds vary slowest: seed 0 of every task first
     design = expand(load_sweep(spec))
     dir_of = lambda rid: tmp_path / rid  # noqa: E731
     by = {(r.config.train.init_seed, r.config.task.value_min): r for r in design}
-    assert resume_order(design, design, dir_of) == design
+    name = lambda jobs: [(r.config.train.init_seed, r.config.task.value_min) for j in jobs for r in j]  # noqa: E731
+    assert set(resume_ranks(design, design, dir_of).values()) == {2}
     todo = [r for r in design if r is not by[(0, 20)] and r is not by[(0, 21)]]   # task 20 and 21: seed 0 done
     (tmp_path / by[(1, 22)].run_id).mkdir()
     (tmp_path / by[(1, 22)].run_id / "checkpoint.pt").write_bytes(b"")         # interrupted mid-run
-    got = [(r.config.train.init_seed, r.config.task.value_min) for r in resume_order(todo, design, dir_of)]
-    assert got == [(1, 22), (1, 20), (1, 21), (0, 22), (0, 23), (1, 23)]
+    ranks = resume_ranks(todo, design, dir_of)
+    single = [[r] for r in todo]                                               # stack "never": the design's order
+    assert name(order_jobs(single, ranks)) == [(1, 22), (1, 20), (1, 21), (0, 22), (0, 23), (1, 23)]
+    grouped = plan_jobs(todo, "auto", 2, None)                                  # tasks kept together
+    assert name(grouped)[:2] == [(0, 22), (1, 22)]
+    assert name(order_jobs(grouped, ranks))[:3] == [(1, 22), (1, 20), (1, 21)]
+    assert name(order_jobs(grouped, {})) == name(grouped)

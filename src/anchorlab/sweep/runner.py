@@ -136,25 +136,29 @@ def plan_jobs(todo: list[RunSpec], stack: "str | int", workers: int, run_fn: Any
     return jobs
 
 
-def resume_order(todo: list[RunSpec], design: list[RunSpec], dir_of: Callable[[str], Path]) -> list[RunSpec]:
-    """``todo`` reordered to finish what was started, the order kept within each class (stable):
+def resume_ranks(todo: list[RunSpec], design: list[RunSpec], dir_of: Callable[[str], Path]) -> dict[str, int]:
+    """Per run of ``todo``, the class a resumed sweep runs it in, to finish what was started:
 
-    1. runs that left a checkpoint in their directory (an interrupted run resumes from it);
-    2. runs of a task (task and model config) of which another run of ``design`` (the sweep's runs, those done on
-       another machine included) is no longer to do, so started groups, such as an op set with one seed done,
-       complete before new ones open;
-    3. the rest.
+    0. a run that left a checkpoint in its directory (an interrupted run resumes from it);
+    1. a run of a task (task and model config) of which another run of ``design`` (the sweep's runs, those done on
+       another machine included) is no longer to do: a started group, such as an op set with one seed done;
+    2. the rest.
 
-    A sweep stopped at any point then holds as many complete groups as it can, and no checkpoint waits behind
-    runs that start from scratch."""
+    The driver runs the classes in this order, keeping the planned order within each (:func:`plan_jobs` keeps a
+    task's runs together), so a sweep stopped at any point holds as many complete groups as it can, and no
+    checkpoint waits behind runs that start from scratch. A fresh sweep is all class 2: its order is unchanged."""
     def key(r: RunSpec) -> str:
         return json.dumps([to_dict(r.config.task), to_dict(r.config.model)], sort_keys=True, default=str)
 
     pending = {r.run_id for r in todo}
     started = {key(r) for r in design if r.run_id not in pending}
-    rank = {r.run_id: 0 if (dir_of(r.run_id) / "checkpoint.pt").exists() else 1 if key(r) in started else 2
+    return {r.run_id: 0 if (dir_of(r.run_id) / "checkpoint.pt").exists() else 1 if key(r) in started else 2
             for r in todo}
-    return sorted(todo, key=lambda r: rank[r.run_id])
+
+
+def order_jobs(jobs: list[list[RunSpec]], ranks: Mapping[str, int]) -> list[list[RunSpec]]:
+    """``jobs`` stably sorted by the smallest :func:`resume_ranks` class of their runs."""
+    return sorted(jobs, key=lambda job: min(ranks.get(r.run_id, 2) for r in job))
 
 
 def torch_cuda_available() -> bool:
@@ -275,10 +279,10 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
                     on_result(r, status)
                 continue
             todo.append(r)
-        todo = resume_order(todo, design, dir_of)
         log.info("sweep %s: %d runs, %d to do", spec.name, len(runs), len(todo))
         if todo:
-            _execute(store, todo, dir_of, executor, max_workers, run_fn, store_history, on_result, stack)
+            _execute(store, todo, dir_of, executor, max_workers, run_fn, store_history, on_result, stack,
+                     resume_ranks(todo, design, dir_of))
         df = store.to_dataframe(run_ids=ids)
     # axes of other sweeps sharing this store are not axes of this one
     df = df.drop(columns=[a for a in df.attrs.get("axes", []) if a not in spec.axis_keys])
@@ -288,7 +292,8 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
 
 def _execute(store: ResultStore, todo: list[RunSpec], dir_of: Callable[[str], Path], executor: Any,
              max_workers: int | None, run_fn: Any, store_history: bool,
-             on_result: Callable[[RunSpec, str], None] | None, stack: "str | int" = "never") -> None:
+             on_result: Callable[[RunSpec, str], None] | None, stack: "str | int" = "never",
+             ranks: Mapping[str, int] | None = None) -> None:
     owned = isinstance(executor, str)
 
     def build() -> Any:
@@ -297,7 +302,7 @@ def _execute(store: ResultStore, todo: list[RunSpec], dir_of: Callable[[str], Pa
     ex = build()
     cap = max(int(getattr(ex, "max_workers", 1) or 1), 1)
     inflight: dict[Future, list[RunSpec]] = {}
-    queue = plan_jobs(list(todo), stack, cap, run_fn)
+    queue = order_jobs(plan_jobs(list(todo), stack, cap, run_fn), ranks or {})
     clean = False
     try:
         while queue or inflight:
