@@ -6,7 +6,7 @@ import pandas as pd
 import yaml
 
 from anchorlab.eval.crossing import op_set_outcomes
-from anchorlab.reproduce.figures_opset_many import RUNS_PER_INIT, _of, property_aucs, with_property
+from anchorlab.reproduce.figures_opset_many import RUNS_PER_INIT, _of, _per_run, property_aucs, with_property
 from anchorlab.sweep.grid import resolve_sweep
 from anchorlab.tasks.anchor.opsets import OpSet, random_op_sets
 
@@ -42,6 +42,7 @@ def test_op_set_outcomes_and_a_property_that_separates_them():
                   (3, ["unfit", "composed on the way"], ["memorizes", "memorizes"])])
     ops = op_set_outcomes(runs)
     assert list(ops.contrast) == [True, True, False, False]
+    assert list(ops.contrast_every_run) == [True, False, False, False]   # 1 of 2 counts as "at least half"
     assert list(ops.small_composes_on_way) == [True, True, False, True]
     assert ops.small_unfit.tolist() == [0, 0, 0, 1]
     a = property_aucs(ops, n_boot=200).set_index(["label", "property"])
@@ -100,6 +101,9 @@ def test_an_op_set_still_running_is_pending_not_counted():
     assert _of({"op_sets": ops}, "contrast") == "1 of 2 (2 more op sets pending)"
     assert _of({"op_sets": ops[ops.done]}, "large_memorizes") == "2 of 2"
     assert _of({"op_sets": ops[~ops.done]}, "contrast") == "n/a (2 op sets pending)"
+    t = {"op_sets": ops, "runs": runs}
+    assert _per_run(t, 0.8, "composes") == "3 of 7 runs"                  # every run counts, done or not
+    assert _per_run(t, 0.3, "memorizes") == "6 of 6 runs"
     assert op_set_outcomes(runs).done.all()                             # no design given: every op set counts
     a = property_aucs(ops[ops.small_done], n_boot=50).set_index(["label", "property"])
     assert a.loc[("small_composes", "step_gap"), "n_op_sets"] == 3

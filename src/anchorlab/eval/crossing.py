@@ -174,7 +174,8 @@ def op_set_outcomes(runs: pd.DataFrame, large: float = 0.3, small: float = 0.8,
     (``small_compose``: fitted and final inferential >= 0.5; ``small_on_way``: inferential >= 0.5 at some evaluation;
     ``*_memorize``; ``small_unfit``), the papers' cell at the one peak (mean over seeds of each run's best over
     training: ``small_inferential_cell``, ``large_symmetric_cell``) and, in at least half of the runs, ``small_composes``,
-    ``small_composes_on_way``, ``large_memorizes`` and ``contrast`` (both of the first and last). ``small_done`` /
+    ``small_composes_on_way``, ``large_memorizes`` and ``contrast`` (both of the first and last); ``contrast_every_run``:
+    every small-init run composes and every large-init run memorizes (the strict reading). ``small_done`` /
     ``done``: the small init's / both inits' runs number at least ``per_init`` (the design's runs per init; None: any
     run counts as done), so a reading over a study still running can keep to the op sets it has finished."""
     out = []
@@ -192,6 +193,8 @@ def op_set_outcomes(runs: pd.DataFrame, large: float = 0.3, small: float = 0.8,
         row["small_composes_on_way"] = bool(len(s)) and 2 * row["small_on_way"] >= len(s)
         row["large_memorizes"] = bool(len(lg)) and 2 * row["large_memorize"] >= len(lg)
         row["contrast"] = row["small_composes"] and row["large_memorizes"]
+        row["contrast_every_run"] = (bool(len(s)) and row["small_compose"] == len(s)
+                                     and bool(len(lg)) and row["large_memorize"] == len(lg))
         need = 1 if per_init is None else per_init
         row["small_done"] = len(s) >= need
         row["done"] = row["small_done"] and len(lg) >= need

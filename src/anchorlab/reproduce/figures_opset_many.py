@@ -88,6 +88,13 @@ def _of(t: pd.DataFrame, col: str) -> str:
     return f"{int(done[col].sum())} of {len(done)}" + (f" ({pending} more op sets pending)" if pending else "")
 
 
+def _per_run(t: pd.DataFrame, gamma: float, outcome: str) -> str:
+    """The per-run rate: runs at ``gamma`` whose outcome is ``outcome``, over every op set with runs."""
+    r = t["runs"]
+    r = r[r.paper_gamma.round(6) == round(gamma, 6)]
+    return f"{int((r.outcome == outcome).sum())} of {len(r)} runs" if len(r) else "n/a"
+
+
 def _best(t: pd.DataFrame) -> str:
     a = t["properties"]
     a = a[(a.label == "small_composes") & a.auc.notna()]
@@ -107,10 +114,16 @@ register(Figure(
     claims=(
         Claim("op sets where the contrast holds (in at least half of the runs: large init memorizes, small init composes)",
               "the papers' one op set: holds", lambda t: _of(t, "contrast")),
+        Claim("op sets where the contrast holds in every run (each small-init run composes, each large-init run "
+              "memorizes)", "the papers' one op set: holds", lambda t: _of(t, "contrast_every_run")),
         Claim("op sets where the small init composes (at least half of its runs, final, fitted)", "the papers' one: yes",
               lambda t: _of(t, "small_composes")),
         Claim("op sets where the large init memorizes (at least half of its runs)", "the papers' one: yes",
               lambda t: _of(t, "large_memorizes")),
+        Claim("per run: small-init runs that compose (final, fitted)", "near all (the papers' op set)",
+              lambda t: _per_run(t, 0.8, "composes")),
+        Claim("per run: large-init runs that memorize", "near all (the papers' op set)",
+              lambda t: _per_run(t, 0.3, "memorizes")),
         Claim("the op-set property that best predicts the small init composing", "not in the papers", _best),
     ),
     notes="CPU scale: the Fig. 2 cell's setting at 1/2x the paper's clock, one peak (1.77e-4), 2 seeds: 48 runs "
