@@ -6,7 +6,7 @@ import pandas as pd
 import yaml
 
 from anchorlab.eval.crossing import op_set_outcomes
-from anchorlab.reproduce.figures_opset_many import RUNS_PER_INIT, _of, _per_run, property_aucs, with_property
+from anchorlab.reproduce.figures_opset_many import N_OP_SETS, RUNS_PER_INIT, _of, _per_run, property_aucs, with_property
 from anchorlab.sweep.grid import resolve_sweep
 from anchorlab.tasks.anchor.opsets import OpSet, random_op_sets
 
@@ -14,7 +14,8 @@ from anchorlab.tasks.anchor.opsets import OpSet, random_op_sets
 def test_the_preset_holds_the_generators_first_twelve_op_sets():
     spec = yaml.safe_load(resolve_sweep("opset_many_cpu").read_text())
     group = next(g for g in spec["zip"] if "task.anchors" in g)
-    ops = random_op_sets(12, seed=0)
+    ops = random_op_sets(N_OP_SETS, seed=0)
+    assert len(group["task.anchors"]) == N_OP_SETS
     assert [dict(a) for a in group["task.anchors"]] == [o.anchors for o in ops]
     assert group["task.pair_rules"] == [o.task_overrides()["task.pair_rules"] for o in ops]
     seeds = next(g for g in spec["zip"] if "train.init_seed" in g)

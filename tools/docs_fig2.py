@@ -222,10 +222,10 @@ def c1_many() -> str:
     (docs/figures/opset_properties_cpu.csv) once both outcomes occur."""
     from anchorlab.analysis.answers import KINDS
     from anchorlab.eval.crossing import op_set_outcomes
-    from anchorlab.reproduce.figures_opset_many import RUNS_PER_INIT
+    from anchorlab.reproduce.figures_opset_many import N_OP_SETS, RUNS_PER_INIT
     from anchorlab.tasks.anchor.opsets import op_set_properties, random_op_sets
 
-    ops = random_op_sets(12, seed=0)
+    ops = random_op_sets(N_OP_SETS, seed=0)
     runs = table("opset_many_cpu.csv")
     o = op_set_outcomes(runs, per_init=RUNS_PER_INIT).set_index("op_set")
     try:
@@ -292,7 +292,7 @@ def c1_many() -> str:
     arows = [[p, cell(p, "small_composes"), cell(p, "small_composes_on_way")] for p in aucs.property.unique()]
     n = int(aucs.n_op_sets.max())
     lead = (f"\nWhich op-set property predicts the small init composing (AUC over op sets, bootstrap 95% over op sets)"
-            + (f"; provisional, over the {n} op sets whose small-init runs are all done:" if n < 12 else ":") + "\n\n")
+            + (f"; provisional, over the {n} op sets whose small-init runs are all done:" if n < N_OP_SETS else ":") + "\n\n")
     return text + lead + md_table(["property", "AUC: small init composes, final (op sets composing)",
                                    "AUC: composes on the way"], arows) + "\n"
 

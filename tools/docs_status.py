@@ -34,7 +34,21 @@ def _c1_ours() -> str:
     s, l_ = _cell("(4,3), papers'", 1.0, 0.8), _cell("(4,3), papers'", 1.0, 0.3)
     others = [_cell(op, 0.5, 0.8) for op in ("(3,2)", "(2,1)")]
     return (f"papers' op set at 1x: small init {s.solution} ({num(s.inferential_best)}), large {l_.solution} "
-            f"({num(l_.symmetric_best)}); other op sets: small init {' / '.join(o.solution for o in others)}")
+            f"({num(l_.symmetric_best)}); other op sets: small init {' / '.join(o.solution for o in others)}; "
+            + _c1_many())
+
+
+def _c1_many() -> str:
+    """The many-op-set study in a phrase: on how many finished op sets the contrast holds (at least half of the
+    runs each way, and in every run), of how many in its design."""
+    from anchorlab.eval.crossing import op_set_outcomes
+    from anchorlab.reproduce.figures_opset_many import N_OP_SETS, RUNS_PER_INIT
+
+    o = op_set_outcomes(table("opset_many_cpu.csv"), per_init=RUNS_PER_INIT)
+    done = o[o.done]
+    of = f"{len(done)} finished of {N_OP_SETS}" if len(done) < N_OP_SETS else str(N_OP_SETS)
+    return (f"over {of} random op sets the contrast holds on {int(done.contrast.sum())} "
+            f"({int(done.contrast_every_run.sum())} in every run)")
 
 
 def _c1_status() -> str:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 RUNS_PER_INIT = 2   # the preset's seeds: an op set's reading counts once both seeds of an init are in
+N_OP_SETS = 12      # the preset's op sets: random_op_sets(N_OP_SETS, seed=0)
 
 
 def make_many(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, threshold: float = 0.5) -> Made:
