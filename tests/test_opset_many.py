@@ -6,7 +6,8 @@ import pandas as pd
 import yaml
 
 from anchorlab.eval.crossing import op_set_outcomes
-from anchorlab.reproduce.figures_opset_many import N_OP_SETS, RUNS_PER_INIT, _of, _per_run, property_aucs, with_property
+from anchorlab.reproduce.figures_opset_many import (N_OP_SETS, RUNS_PER_INIT, _of, _per_run, property_aucs, run_fit_auc,
+                                                    with_property)
 from anchorlab.sweep.grid import resolve_sweep
 from anchorlab.tasks.anchor.opsets import OpSet, random_op_sets
 
@@ -108,3 +109,15 @@ def test_an_op_set_still_running_is_pending_not_counted():
     assert op_set_outcomes(runs).done.all()                             # no design given: every op set counts
     a = property_aucs(ops[ops.small_done], n_boot=50).set_index(["label", "property"])
     assert a.loc[("small_composes", "step_gap"), "n_op_sets"] == 3
+
+
+def test_a_runs_own_fit_time_is_read_per_run():
+    """run_fit_auc: over the small init's fitted runs, steps to ID 0.9 against composing (seeds of one op set differ)."""
+    runs = _runs([(6, ["composes", "memorizes"], []), (2, ["memorizes", "composes"], [])])
+    runs["steps_to_id_fit"] = [20000.0, 4000.0, 5000.0, 30000.0]
+    auc, lo, hi, n, k = run_fit_auc(runs, n_boot=100)
+    assert (auc, n, k) == (1.0, 4, 2) and lo <= auc <= hi
+    runs.loc[3, "steps_to_id_fit"] = float("nan")                  # unfit: left out
+    runs.loc[0, "steps_to_id_fit"] = 3000.0                        # a fast composer
+    auc, _, _, n, k = run_fit_auc(runs, n_boot=0)
+    assert (n, k) == (3, 1) and auc == 0.0

@@ -289,12 +289,20 @@ def c1_many() -> str:
         r = r.iloc[0]
         return f"{num(r.auc)} [{num(r.auc_lo)}, {num(r.auc_hi)}] ({int(r.n_positive)} of {int(r.n_op_sets)})"
 
+    from anchorlab.reproduce.figures_opset_many import run_fit_auc
+
     arows = [[p, cell(p, "small_composes"), cell(p, "small_composes_on_way")] for p in aucs.property.unique()]
+    auc, lo, hi, n_runs, k = run_fit_auc(runs)
+    per_run = ("" if auc != auc else
+               f"\nPer run rather than per op set, the AUC of a small-init run's own steps to fit the seen pairs for "
+               f"its composing (above one half: the slower fits compose): {num(auc)} [{num(lo)}, {num(hi)}] over its "
+               f"{n_runs} fitted runs ({k} compose), bootstrap over runs. Seeds of one op set can differ here, which no "
+               f"op-set property can see.\n")
     n = int(aucs.n_op_sets.max())
     lead = (f"\nWhich op-set property predicts the small init composing (AUC over op sets, bootstrap 95% over op sets)"
             + (f"; provisional, over the {n} op sets whose small-init runs are all done:" if n < N_OP_SETS else ":") + "\n\n")
     return text + lead + md_table(["property", "AUC: small init composes, final (op sets composing)",
-                                   "AUC: composes on the way"], arows) + "\n"
+                                   "AUC: composes on the way"], arows) + "\n" + per_run
 
 
 def c1_answers() -> str:

@@ -79,6 +79,25 @@ def property_aucs(op_sets: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> p
             .drop(columns="_d").reset_index(drop=True))
 
 
+def run_fit_auc(runs: pd.DataFrame, small: float = 0.8, n_boot: int = 1000,
+                seed: int = 0) -> tuple[float, float, float, int, int]:
+    """Per run instead of per op set: (auc, lo, hi, n_runs, n_composing) of a small-init run's steps to ID 0.9
+    for its composing (final, fitted), over its runs that fit, with the bootstrap over runs. Seeds of one op set
+    can differ here, which an op-set property cannot see."""
+    from ..analysis.auc import bootstrap_auc
+
+    r = runs[(runs.paper_gamma.round(6) == round(small, 6)) & runs.steps_to_id_fit.notna()]
+    y = (r.outcome == "composes").to_numpy()
+    auc, lo, hi = bootstrap_auc(r.steps_to_id_fit.to_numpy(float), y, n_boot=n_boot, seed=seed)
+    return auc, lo, hi, len(r), int(y.sum())
+
+
+def _run_fit(t: pd.DataFrame) -> str:
+    auc, lo, hi, n, k = run_fit_auc(t["runs"])
+    return (f"AUC {auc:.2f} [{lo:.2f}, {hi:.2f}] over {n} fitted small-init runs ({k} compose)" if auc == auc
+            else f"n/a (one class among {n} fitted runs)")
+
+
 def _of(t: pd.DataFrame, col: str) -> str:
     """``col`` counted over the op sets whose runs are all done; the rest named as pending."""
     o = t["op_sets"]
@@ -126,6 +145,9 @@ register(Figure(
         Claim("per run: large-init runs that memorize", "near all (the papers' op set)",
               lambda t: _per_run(t, 0.3, "memorizes")),
         Claim("the op-set property that best predicts the small init composing", "not in the papers", _best),
+        Claim("per run: how well a small-init run's steps to fit the seen pairs predict its composing (AUC above "
+              "one half: the slower fits compose)",
+              "not in the papers", _run_fit),
     ),
     notes="CPU scale: the Fig. 2 cell's setting at 1/2x the paper's clock, one peak (1.77e-4), 2 seeds: 48 runs "
           "(~8 h on two cores in bf16; 11 are in the committed Fig. 2 cell table)."))
