@@ -222,7 +222,7 @@ def c1_many() -> str:
     (docs/figures/opset_properties_cpu.csv) once both outcomes occur."""
     from anchorlab.analysis.answers import KINDS
     from anchorlab.eval.crossing import op_set_outcomes
-    from anchorlab.reproduce.figures_opset_many import N_OP_SETS, RUNS_PER_INIT
+    from anchorlab.reproduce.figures_opset_many import N_OP_SETS, RUNS_PER_INIT, per_run_rate, run_fit_auc
     from anchorlab.tasks.anchor.opsets import op_set_properties, random_op_sets
 
     ops = random_op_sets(N_OP_SETS, seed=0)
@@ -261,10 +261,6 @@ def c1_many() -> str:
                      f"{int(r.n_large)} of {RUNS_PER_INIT}", str(int(r.large_memorize)) if r.n_large else "", cell, reads])
     done = o[o.done]
 
-    def rate(gamma: float, outcome: str) -> str:
-        r = runs[runs.paper_gamma.round(6) == gamma]
-        return f"{int((r.outcome == outcome).sum())} of {len(r)} runs"
-
     text = md_table(["op set: steps (held out)", "step gap", "offset / sd", "composition / mirror",
                      "small init runs", "composes final / on the way / memorizes / unfit",
                      "its top answer: composition / mirror / another pair's target / other", "large init runs",
@@ -274,9 +270,9 @@ def c1_many() -> str:
              f"{int(done.contrast.sum())} of them ({int(done.contrast_every_run.sum())} in every run), the small init "
              f"composes on {int(done.small_composes.sum())}, the large init memorizes on "
              f"{int(done.large_memorizes.sum())}. \"Holds\" and \"composes\" count an op set where at least half of "
-             f"its runs do, {RUNS_PER_INIT // 2 + RUNS_PER_INIT % 2} of {RUNS_PER_INIT} here. Per run, over every op "
-             f"set: the small init composes in {rate(0.8, 'composes')} and the large init memorizes in "
-             f"{rate(0.3, 'memorizes')}.\n")
+             f"its runs do, {math.ceil(RUNS_PER_INIT / 2)} of {RUNS_PER_INIT} here. Per run, over every op "
+             f"set: the small init composes in {per_run_rate(runs, 0.8, 'composes')} and the large init memorizes "
+             f"in {per_run_rate(runs, 0.3, 'memorizes')}.\n")
     try:
         aucs = table("opset_properties_cpu.csv")
     except FileNotFoundError:
@@ -288,8 +284,6 @@ def c1_many() -> str:
             return "n/a (one class)"
         r = r.iloc[0]
         return f"{num(r.auc)} [{num(r.auc_lo)}, {num(r.auc_hi)}] ({int(r.n_positive)} of {int(r.n_op_sets)})"
-
-    from anchorlab.reproduce.figures_opset_many import run_fit_auc
 
     arows = [[p, cell(p, "small_composes"), cell(p, "small_composes_on_way")] for p in aucs.property.unique()]
     auc, lo, hi, n_runs, k = run_fit_auc(runs)

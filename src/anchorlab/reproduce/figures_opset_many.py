@@ -101,18 +101,21 @@ def _run_fit(t: pd.DataFrame) -> str:
 def _of(t: pd.DataFrame, col: str) -> str:
     """``col`` counted over the op sets whose runs are all done; the rest named as pending."""
     o = t["op_sets"]
-    done = o[o.done] if "done" in o else o
+    done = o[o.done]
     pending = len(o) - len(done)
     if not len(done):
         return f"n/a ({pending} op sets pending)"
     return f"{int(done[col].sum())} of {len(done)}" + (f" ({pending} more op sets pending)" if pending else "")
 
 
-def _per_run(t: pd.DataFrame, gamma: float, outcome: str) -> str:
+def per_run_rate(runs: pd.DataFrame, gamma: float, outcome: str) -> str:
     """The per-run rate: runs at ``gamma`` whose outcome is ``outcome``, over every op set with runs."""
-    r = t["runs"]
-    r = r[r.paper_gamma.round(6) == round(gamma, 6)]
+    r = runs[runs.paper_gamma.round(6) == round(gamma, 6)]
     return f"{int((r.outcome == outcome).sum())} of {len(r)} runs" if len(r) else "n/a"
+
+
+def _per_run(t: pd.DataFrame, gamma: float, outcome: str) -> str:
+    return per_run_rate(t["runs"], gamma, outcome)
 
 
 def _best(t: pd.DataFrame) -> str:
