@@ -121,3 +121,28 @@ def test_a_runs_own_fit_time_is_read_per_run():
     runs.loc[0, "steps_to_id_fit"] = 3000.0                        # a fast composer
     auc, _, _, n, k = run_fit_auc(runs, n_boot=0)
     assert (n, k) == (3, 1) and auc == 0.0
+
+
+def _aucs(rows):
+    """rows: property -> (auc, lo, hi) for label small_composes over 9 op sets."""
+    return pd.DataFrame([{"property": p, "label": "small_composes", "auc": a, "auc_lo": lo, "auc_hi": hi,
+                          "n_op_sets": 9, "n_positive": 5} for p, (a, lo, hi) in rows.items()])
+
+
+def test_the_kind_names_only_the_properties_clear_of_chance_with_their_direction():
+    from anchorlab.reproduce.figures_opset_many import kind
+
+    a = _aucs({"offset_over_sd": (0.1, 0.0, 0.3), "step_gap": (0.6, 0.2, 0.9), "mirror_farther": (0.8, 0.55, 1.0),
+               "small_fit_steps": (0.9, 0.7, 1.0)})
+    said = kind(a)
+    assert said.startswith("before training, a smaller mirror offset over the steps' spread (AUC 0.10 [0.00, 0.30]) "
+                           "and the mirror farther from the key")
+    assert "step gap" not in said                                 # its interval holds one half
+    assert "from training, a slower fit of the seen pairs (AUC 0.90" in said and said.endswith("over 9 op sets")
+    assert kind(a, with_auc=False) == ("before training, a smaller mirror offset over the steps' spread and the mirror "
+                                       "farther from the key; from training, a slower fit of the seen pairs")
+    none = kind(_aucs({"step_gap": (0.6, 0.2, 0.9), "small_fit_steps": (0.7, 0.4, 0.9)}), with_auc=False)
+    assert none == ("no property known before training clear of chance; from training, a slower fit of the seen "
+                    "pairs, not clear of chance")
+    assert kind(_aucs({}).reindex(columns=["property", "label", "auc", "auc_lo", "auc_hi", "n_op_sets"])) \
+        == "n/a (one class only)"

@@ -222,7 +222,7 @@ def c1_many() -> str:
     (docs/figures/opset_properties_cpu.csv) once both outcomes occur."""
     from anchorlab.analysis.answers import KINDS
     from anchorlab.eval.crossing import op_set_outcomes
-    from anchorlab.reproduce.figures_opset_many import N_OP_SETS, RUNS_PER_INIT, per_run_rate, run_fit_auc
+    from anchorlab.reproduce.figures_opset_many import N_OP_SETS, RUNS_PER_INIT, kind, per_run_rate, run_fit_auc
     from anchorlab.tasks.anchor.opsets import op_set_properties, random_op_sets
 
     ops = random_op_sets(N_OP_SETS, seed=0)
@@ -295,8 +295,10 @@ def c1_many() -> str:
     n = int(aucs.n_op_sets.max())
     lead = (f"\nWhich op-set property predicts the small init composing (AUC over op sets, bootstrap 95% over op sets)"
             + (f"; provisional, over the {n} op sets whose small-init runs are all done:" if n < N_OP_SETS else ":") + "\n\n")
+    where = (f"\nThe kind of op set the small init composes on (the properties whose interval excludes one half): "
+             f"{kind(aucs)}.\n")
     return text + lead + md_table(["property", "AUC: small init composes, final (op sets composing)",
-                                   "AUC: composes on the way"], arows) + "\n" + per_run
+                                   "AUC: composes on the way"], arows) + "\n" + where + per_run
 
 
 def c1_answers() -> str:

@@ -42,13 +42,14 @@ def _c1_many() -> str:
     """The many-op-set study in a phrase: on how many finished op sets the contrast holds (at least half of the
     runs each way, and in every run), of how many in its design."""
     from anchorlab.eval.crossing import op_set_outcomes
-    from anchorlab.reproduce.figures_opset_many import N_OP_SETS, RUNS_PER_INIT
+    from anchorlab.reproduce.figures_opset_many import N_OP_SETS, RUNS_PER_INIT, kind
 
     o = op_set_outcomes(table("opset_many_cpu.csv"), per_init=RUNS_PER_INIT)
     done = o[o.done]
     of = f"{len(done)} finished of {N_OP_SETS}" if len(done) < N_OP_SETS else str(N_OP_SETS)
+    where = kind(table("opset_properties_cpu.csv"), with_auc=False)
     return (f"over {of} random op sets the contrast holds on {int(done.contrast.sum())} "
-            f"({int(done.contrast_every_run.sum())} in every run)")
+            f"({int(done.contrast_every_run.sum())} in every run); where the small init composes: {where}")
 
 
 def _c1_status() -> str:

@@ -165,6 +165,15 @@ def crossing_verdict(runs: pd.DataFrame, o1: str, o2: str, small_gamma: float = 
 
 
 PROPERTIES = ("step_gap", "offset_over_sd", "mirror_farther", "abs_offset", "small_fit_steps")
+# What each property says, as a phrase for "larger values"; ``small_fit_steps`` is read from training, the rest are
+# known before it.
+PROPERTY_WORDS = {"step_gap": ("a larger step gap", "a smaller step gap"),
+                  "offset_over_sd": ("a larger mirror offset over the steps' spread",
+                                     "a smaller mirror offset over the steps' spread"),
+                  "mirror_farther": ("the mirror farther from the key", "the mirror nearer the key"),
+                  "abs_offset": ("a larger mirror offset", "a smaller mirror offset"),
+                  "small_fit_steps": ("a slower fit of the seen pairs", "a faster fit of the seen pairs")}
+BEFORE_TRAINING = ("step_gap", "offset_over_sd", "mirror_farther", "abs_offset")
 
 
 def op_set_outcomes(runs: pd.DataFrame, large: float = 0.3, small: float = 0.8,

@@ -127,6 +127,32 @@ def _best(t: pd.DataFrame) -> str:
     return f"{r.property}: AUC {r.auc:.2f} [{r.auc_lo:.2f}, {r.auc_hi:.2f}] over {r.n_op_sets} op sets"
 
 
+def kind(properties: pd.DataFrame, label: str = "small_composes", with_auc: bool = True) -> str:
+    """Which kind of op set the small init composes on, from the property AUCs: the properties known before training
+    whose bootstrap interval excludes one half, with their direction, else that none does; then the fit time's
+    reading (``small_fit_steps``), which is known only from training. ``with_auc=False``: the phrases alone."""
+    from ..eval.crossing import BEFORE_TRAINING, PROPERTY_WORDS
+
+    a = properties[(properties.label == label) & properties.auc.notna()].set_index("property")
+
+    def said(p: str) -> str:
+        r = a.loc[p]
+        words = PROPERTY_WORDS[p][0 if r.auc > 0.5 else 1]
+        return f"{words} (AUC {r.auc:.2f} [{r.auc_lo:.2f}, {r.auc_hi:.2f}])" if with_auc else words
+
+    if not len(a):
+        return "n/a (one class only)"
+    clear = [p for p in BEFORE_TRAINING if p in a.index and not a.loc[p].auc_lo <= 0.5 <= a.loc[p].auc_hi]
+    n = int(a.n_op_sets.max())
+    text = (f"before training, {' and '.join(said(p) for p in clear)}" if clear
+            else "no property known before training clear of chance")
+    if "small_fit_steps" in a.index:
+        r = a.loc["small_fit_steps"]
+        clear_fit = not r.auc_lo <= 0.5 <= r.auc_hi
+        text += f"; from training, {said('small_fit_steps')}" + ("" if clear_fit else ", not clear of chance")
+    return f"{text}; over {n} op sets" if with_auc else text
+
+
 register(Figure(
     id="study-opset-many", paper="study", number="many op sets",
     shows="the contrast (large init memorizes, small init composes) over 12 random op sets at paper gamma 0.3 / 0.8, "
@@ -148,6 +174,8 @@ register(Figure(
         Claim("per run: large-init runs that memorize", "near all (the papers' op set)",
               lambda t: _per_run(t, 0.3, "memorizes")),
         Claim("the op-set property that best predicts the small init composing", "not in the papers", _best),
+        Claim("the kind of op set the small init composes on (properties whose bootstrap interval excludes one half)",
+              "not in the papers", lambda t: kind(t["properties"])),
         Claim("per run: how well a small-init run's steps to fit the seen pairs predict its composing (AUC above "
               "one half: the slower fits compose)",
               "not in the papers", _run_fit),
