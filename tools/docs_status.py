@@ -34,7 +34,8 @@ def _c1_ours() -> str:
     s, l_ = _cell("(4,3), papers'", 1.0, 0.8), _cell("(4,3), papers'", 1.0, 0.3)
     others = [_cell(op, 0.5, 0.8) for op in ("(3,2)", "(2,1)")]
     return (f"papers' op set at 1x: small init {s.solution} ({num(s.inferential_best)}), large {l_.solution} "
-            f"({num(l_.symmetric_best)}); other op sets: small init {' / '.join(o.solution for o in others)}; "
+            f"({num(l_.symmetric_best)}); the (3,2) and (2,1) op sets at 1/2x: small init reads "
+            f"{' / '.join(o.solution for o in others)}; "
             + _c1_many())
 
 
