@@ -41,7 +41,7 @@ def _c1_ours() -> str:
 
 def _c1_many() -> str:
     """The many-op-set study in a phrase: on how many finished op sets the contrast holds (at least half of the
-    runs each way, and in every run), of how many in its design."""
+    runs each way, and in every run), of how many in its design, and on which kind (``figures_opset_many.kind``)."""
     from anchorlab.eval.crossing import op_set_outcomes
     from anchorlab.reproduce.figures_opset_many import N_OP_SETS, RUNS_PER_INIT, kind
 

@@ -118,9 +118,13 @@ def _per_run(t: pd.DataFrame, gamma: float, outcome: str) -> str:
     return per_run_rate(t["runs"], gamma, outcome)
 
 
+def _scored(properties: pd.DataFrame, label: str = "small_composes") -> pd.DataFrame:
+    """The property AUCs of ``label`` that exist (an AUC needs both outcomes among the op sets)."""
+    return properties[(properties.label == label) & properties.auc.notna()]
+
+
 def _best(t: pd.DataFrame) -> str:
-    a = t["properties"]
-    a = a[(a.label == "small_composes") & a.auc.notna()]
+    a = _scored(t["properties"])
     if not len(a):
         return "n/a (one class only)"
     r = a.iloc[0]
@@ -133,7 +137,10 @@ def kind(properties: pd.DataFrame, label: str = "small_composes", with_auc: bool
     reading (``small_fit_steps``), which is known only from training. ``with_auc=False``: the phrases alone."""
     from ..eval.crossing import BEFORE_TRAINING, PROPERTY_WORDS
 
-    a = properties[(properties.label == label) & properties.auc.notna()].set_index("property")
+    a = _scored(properties, label).set_index("property")
+
+    def clear(p: str) -> bool:
+        return not a.loc[p].auc_lo <= 0.5 <= a.loc[p].auc_hi
 
     def said(p: str) -> str:
         r = a.loc[p]
@@ -142,14 +149,12 @@ def kind(properties: pd.DataFrame, label: str = "small_composes", with_auc: bool
 
     if not len(a):
         return "n/a (one class only)"
-    clear = [p for p in BEFORE_TRAINING if p in a.index and not a.loc[p].auc_lo <= 0.5 <= a.loc[p].auc_hi]
+    before = [p for p in BEFORE_TRAINING if p in a.index and clear(p)]
     n = int(a.n_op_sets.max())
-    text = (f"before training, {' and '.join(said(p) for p in clear)}" if clear
+    text = (f"before training, {' and '.join(said(p) for p in before)}" if before
             else "no property known before training clear of chance")
     if "small_fit_steps" in a.index:
-        r = a.loc["small_fit_steps"]
-        clear_fit = not r.auc_lo <= 0.5 <= r.auc_hi
-        text += f"; from training, {said('small_fit_steps')}" + ("" if clear_fit else ", not clear of chance")
+        text += f"; from training, {said('small_fit_steps')}" + ("" if clear("small_fit_steps") else ", not clear of chance")
     return f"{text}; over {n} op sets" if with_auc else text
 
 
