@@ -154,7 +154,8 @@ def kind(properties: pd.DataFrame, label: str = "small_composes", with_auc: bool
     text = (f"before training, {' and '.join(said(p) for p in before)}" if before
             else "no property known before training clear of chance")
     if "small_fit_steps" in a.index:
-        text += f"; from training, {said('small_fit_steps')}" + ("" if clear("small_fit_steps") else ", not clear of chance")
+        fit = said("small_fit_steps")
+        text += f"; from training, {fit}" + ("" if clear("small_fit_steps") else ", not clear of chance")
     return f"{text}; over {n} op sets" if with_auc else text
 
 
