@@ -12,6 +12,7 @@ from anchorlab.eval.definitions import metric_definition
 from anchorlab.eval.journal_cells import (JOURNAL_LR_SUM, claim_lines, claim_summary, depth_table, journal_cells,
                                           journal_label, journal_view, journal_wd, main_cells)
 from anchorlab.reproduce import FIGURES
+from anchorlab.reproduce.runner import figure_spec
 from anchorlab.sweep.grid import expand
 from anchorlab.train.run import init_model
 
@@ -28,7 +29,7 @@ def test_every_parameter_has_the_width_640_models_std_at_each_paper_gamma():
     cfgs = _preset_configs()
     assert sorted(cfgs) == [0.4, 0.5, 0.6, 0.8]
     c = cfgs[0.5]
-    assert (c.model.d_model, c.model.n_heads, c.model.d_head, c.model.d_ff, c.model.n_layers) == (128, 2, 64, 256, 4)
+    assert (c.model.d_model, c.model.n_heads, c.model.d_head, c.model.d_ff, c.model.n_layers) == (128, 2, 64, 256, 2)
     assert c.init.ref_width == 640 and c.init.fan_in == "d_model" and c.init.residual_scale
     wide = dataclasses.replace(c, model=dataclasses.replace(c.model, d_model=640, n_heads=10, d_ff=1280),
                                init=dataclasses.replace(c.init, ref_width=None))
@@ -43,7 +44,7 @@ def test_every_parameter_has_the_width_640_models_std_at_each_paper_gamma():
     # read at width 640 (init.bias: pytorch_ref), so they match the width-640 model's too
     assert c.init.bias == "pytorch_ref"
     biases = both[both.role == "bias"]
-    assert len(biases) == 6 * 4 + 1 and (biases.fan_in_rule == "pytorch_default").all()   # 6 a block, the readout
+    assert len(biases) == 6 * 2 + 1 and (biases.fan_in_rule == "pytorch_default").all()   # 6 a block, the readout
     pd.testing.assert_series_equal(biases.target_std, biases.target_std_640, check_names=False, rtol=1e-12)
     for r in biases.itertuples():
         assert abs(r.measured_std - r.target_std) < 6 * r.target_std / math.sqrt(2 * int(r.numel)), r.name
@@ -57,10 +58,10 @@ def test_every_parameter_has_the_width_640_models_std_at_each_paper_gamma():
         assert abs(r.measured_std - r.target_std) < 6 * r.target_std / math.sqrt(2 * n), r.name
     q = weights[weights.role == "q"].iloc[0]
     assert q.target_std == pytest.approx(640 ** -0.5) and q.target_std < 0.5 * 128 ** -0.5
-    # every paper gamma: 640^-gamma, the residual projections / sqrt(2 x 4 layers)
+    # every paper gamma: 640^-gamma, the residual projections / sqrt(2 x 2 layers)
     for g, cfg in cfgs.items():
         _, t = init_model(cfg)
-        for role, div in (("q", 1.0), ("mlp_in", 1.0), ("embed", 1.0), ("o", math.sqrt(8)), ("mlp_out", math.sqrt(8))):
+        for role, div in (("q", 1.0), ("mlp_in", 1.0), ("embed", 1.0), ("o", math.sqrt(4)), ("mlp_out", math.sqrt(4))):
             got = t[t.role == role].target_std
             assert len(got) and got.to_numpy() == pytest.approx(640 ** -g / div, rel=1e-12), (g, role)
 
@@ -182,14 +183,18 @@ def test_journal_fig3_end_to_end_on_tiny_runs_and_redrawn_from_its_table(tmp_pat
 def test_dry_run_states_the_rule_the_options_and_the_cost(tmp_path, capsys):
     fig = FIGURES["journal-fig3"]
     assert set(fig.sweeps) == {"demo", "cpu", "paper"} and fig.tables is not None
-    assert "0.114 s a training step at 4 layers" in fig.notes
     assert main(["reproduce", "journal-fig3", "--dry-run", "--out", str(tmp_path / "d")]) == 0
     text = capsys.readouterr().out
     assert "32 runs, 32 to train" in text and "h on this CPU" in text
-    assert "scale rule (cpu): std-matched: width 128 with the stds of width 640" in text and "--depth 4|2|10" in text
+    assert "scale rule (cpu): std-matched: width 128 with the stds of width 640" in text and "--depth 2|4|10" in text
     assert main(["reproduce", "journal-fig3", "--dry-run", "--cells", "corner", "--depth", "2", "--out",
                  str(tmp_path / "d")]) == 0
     assert "2 runs, 2 to train" in capsys.readouterr().out
+    corners = {(r.config.init.gamma, r.config.optim.weight_decay, r.config.model.n_layers)
+               for r in expand(figure_spec(fig, "cpu", options={"cells": "corners", "clock": "1"}))}
+    assert corners == {(g, w, 2) for g in (0.4, 0.8) for w in (0.0, 0.582)}   # the clock's own decay rows
+    assert main(["reproduce", "journal-fig3", "--dry-run", "--cells", "corners", "--out", str(tmp_path / "d")]) == 0
+    assert "8 runs, 8 to train" in capsys.readouterr().out
     assert main(["reproduce", "journal-fig3", "--dry-run", "--clock", "2", "--out", str(tmp_path / "d")]) == 2
     assert "--clock: must be one of 0.5, 1, got '2'" in capsys.readouterr().err
     one = {r.config.optim.weight_decay for r in expand(_clock_spec("1"))}

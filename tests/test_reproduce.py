@@ -238,6 +238,10 @@ def test_a_figure_has_exactly_one_maker_and_options_change_its_spec_or_refuse():
         apply_options(fig, "paper", spec, {"width": "peaks"})
     with pytest.raises(ConfigError, match="--width: must be one of small, peaks, got 'huge'"):
         apply_options(fig, "cpu", spec, {"width": "huge"})
+    part = Option("part", {"ends": {"init.gamma": slice(0, 1)}}, "ends", "h")   # a slice keeps part of an axis
+    after = Figure("z", "study", "n", "s", {"cpu": "fig2_demo"}, tables=lambda *a: ({}, {}), options=(opt, part))
+    assert apply_options(after, "cpu", spec, {})["axes"]["init.gamma"] == [0.3]
+    assert apply_options(after, "cpu", {**spec, "axes": {"init.gamma": [0.5, 0.9]}}, {})["axes"]["init.gamma"] == [0.5]
     zipped = Option("seeds", {"a": {"train.init_seed": [3]}}, "a", "h")
     with pytest.raises(ConfigError, match="train.init_seed varies in a zip group"):
         apply_options(Figure("y", "study", "n", "s", {"cpu": "fig2_demo"}, tables=lambda *a: ({}, {}),

@@ -47,6 +47,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "c2-depth": f2.c2_depth,
     "c3-grid": cl.c3_grid,
     "c3-rescue": cl.c3_rescue,
+    "c3-journal-cells": cl.c3_journal_cells,
+    "c3-journal-claims": cl.c3_journal_claims,
     "mech-outcome": cl.mech_outcome,
     "mech-picks": cl.mech_picks,
     **{f"{c.lower()}-seeds": (lambda c=c: cl.seeded_table(c)) for c in cl.SEEDED},

@@ -48,6 +48,56 @@ def c3_status() -> str:
     return "reproduced" if wd_helps and gamma_helps else "partly" if wd_helps or gamma_helps else "not reproduced"
 
 
+def _journal_runs() -> tuple[pd.DataFrame, int, int]:
+    """The journal grid's committed per-run rows (docs/figures/journal_fig3_cpu.csv) and the numbers of runs and
+    cells of the figure's cpu grid (its default options)."""
+    from anchorlab.reproduce import FIGURES as REGISTERED
+    from anchorlab.reproduce.runner import figure_spec
+    from anchorlab.sweep.grid import expand
+
+    plan = expand(figure_spec(REGISTERED["journal-fig3"], "cpu"))
+    cells = {(r.config.init.gamma, r.config.optim.weight_decay) for r in plan}
+    return table("journal_fig3_cpu.csv"), len(plan), len(cells)
+
+
+def c3_journal_cells() -> str:
+    """C3, the journal's own experiment: one row per cell of the main depth (docs/figures/journal_fig3_cpu_cells.csv,
+    the figure's cells.csv), the phase of the cell's mean ID / OOD per reading beside the journal's phase."""
+    runs, planned, planned_cells = _journal_runs()
+    d = table("journal_fig3_cpu_cells.csv")
+    depth = d.n_layers.value_counts().idxmax()
+    main = d[d.n_layers == depth].sort_values(["paper_gamma", "weight_decay"])
+    done = int((runs["model.n_layers"] == depth).sum())
+    rows = [[f"{r.paper_gamma:g}", f"{r.weight_decay:g} ({r.journal_wd:g})", int(r.n_seeds),
+             f"{num(r.id_best)} / {num(r.ood_best)}", r.phase_best, f"{num(r.id_final)} / {num(r.ood_final)}",
+             r.phase_final, num(r.commutativity) + (" (low)" if r.comm_low else ""), num(r.stable_rank, 1),
+             r.journal_phase or "-"] for r in main.itertuples()]
+    head = (f"Runs: {done} of {planned} at {int(depth)} layers; cells: {len(main)} of "
+            f"{planned_cells} (a cell is the mean of its seeds).\n\n")
+    return head + md_table(["paper gamma", "wd (journal's row)", "seeds", "ID / OOD, best over training",
+                            "phase (best)", "ID / OOD, final", "phase (final)", "commutativity (final)",
+                            "W_Q(1) stable rank", "journal's phase"], rows)
+
+
+def c3_journal_claims() -> str:
+    """C3: the journal's three claims along each row and column of the grid run so far
+    (docs/figures/journal_fig3_cpu_claims.csv, the figure's claims.csv)."""
+    d = table("journal_fig3_cpu_claims.csv")
+
+    def held(v: object) -> str:
+        return "n/a" if pd.isna(v) else ("yes" if str(v) in ("True", "1", "1.0") else "no")
+
+    rows = []
+    for r in d.itertuples():
+        stable = r.claim.startswith("stable rank")
+        rows.append([r.claim, r.line, r.along, f"{r.journal} ({r.journal_reading})",
+                     f"{r.ours_best} ({r.reading_best})", held(r.holds_best),
+                     "-" if stable else f"{r.ours_final} ({r.reading_final})",
+                     "-" if stable else held(r.holds_final)])
+    return md_table(["claim", "line", "along", "journal", "ours, best", "holds (best)", "ours, final",
+                     "holds (final)"], rows)
+
+
 # ------------------------------------------------------------------ C4-C7: mechanism and complexity (demo pair)
 def _mech() -> pd.DataFrame:
     return table("mechanism_compare_demo.csv").set_index("gamma")

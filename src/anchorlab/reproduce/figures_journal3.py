@@ -1,12 +1,13 @@
 """Journal Figs. 3B / 5C / 10 (init rate x weight decay on the journal's task), judged the journal's way.
 
 The cpu scale is ``journal_fig3_cpu``: the journal's model and task at width 128 with the stds of width 640
-(``init.ref_width: 640``), its head size and d_ff ratio, 4 layers, 1/2x its optimizer clock in steps, the peak
+(``init.ref_width: 640``), its head size and d_ff ratio, 2 layers, 1/2x its optimizer clock in steps, the peak
 lr corrected for batch and width, paper gammas 0.4 / 0.5 / 0.6 / 0.8 x the journal's decay rows matched by
 decay exponent x 2 seeds (the preset's comments give the rule). ``--clock 1`` runs the journal's steps,
-``--depth 2|10`` another depth, ``--cells corner`` only the corner (paper gamma 0.4, no decay): with
-``--depth`` it is the depth contrast at one corner. The demo scale is the older fast look (``fig3_cpu``:
-plain gammas, 2 layers, 3.1k steps, one seed); the paper scale the journal's grid (``fig3_paper``).
+``--depth 4|10`` another depth, ``--cells corners`` the grid's four corners (its first 8 runs), ``--cells
+corner`` only the corner paper gamma 0.4 x no decay: with ``--depth`` it is the depth contrast at one corner.
+The demo scale is the older fast look (``fig3_cpu``: plain gammas, 2 layers, 3.1k steps, one seed); the
+paper scale the journal's grid (``fig3_paper``).
 
 The maker reads one run table (``out/sweep`` and any ``--from-table`` CSVs, e.g. the committed
 ``docs/figures/journal_fig3_cpu.csv``) and writes::
@@ -44,16 +45,13 @@ CLOCKS = {   # the optimizer clock as a fraction of the journal's 92,190 steps; 
     "1": {"train.epochs": 236.4, "optim.warmup_epochs": 11.26, "optim.cosine_epochs": 225.14,
           "train.eval_every": 1000, "optim.weight_decay": [0.0, 0.582, 0.0582, 0.00582]},
 }
-DEPTHS = {"4": {"model.n_layers": 4}, "2": {"model.n_layers": 2}, "10": {"model.n_layers": 10}}
-CELLS = {"grid": {}, "corner": {"init.gamma": [0.4], "optim.weight_decay": [0.0]}}
-STEP_NOTE = ("Measured at one thread on a 2-core AVX512-BF16 EPYC with both cores busy, bf16 matmuls: 220 steps "
-             "with two evaluations in 70 s of wall time; CPU time 0.114 s a training step at 4 layers, 0.044 at "
-             "2 layers; the 2-layer shape has the FLOPs of the "
-             "NeurIPS cell's runs, which take 0.015-0.017 s a step on an idle core, so the load inflated the "
-             "measurement ~2.7x: about 0.04 s a step idle at 4 layers, ~0.55 h a run with evaluations, ~18 CPU-h "
-             "for the 32 runs (~9 h on 2 workers; ~50 CPU-h at the loaded rate). 1x the clock would be ~35 CPU-h, "
-             "over the ~30 the grid may take: hence 1/2x and 2 seeds. The FLOP count of --dry-run reads ~1.4x "
-             "lower at 4 layers than measured.")
+DEPTHS = {"2": {"model.n_layers": 2}, "4": {"model.n_layers": 4}, "10": {"model.n_layers": 10}}
+CELLS = {"grid": {}, "corners": {"init.gamma": [0.4, 0.8], "optim.weight_decay": slice(0, 2)},   # no and most decay
+         "corner": {"init.gamma": [0.4], "optim.weight_decay": [0.0]}}
+STEP_NOTE = ("Measured on a 2-core AVX512-BF16 EPYC at one thread a run, bf16 autocast: alone, 0.031 s a step at "
+             "2 layers and 0.060 at 4 (312 steps with one evaluation); two runs side by side, as the grid runs, "
+             "~0.02 s a step at 2 layers: ~17 min a run with its 92 evaluations, ~4.5 h for the 32 runs on 2 "
+             "workers (~9 h at 4 layers). 1x the clock doubles it: hence 1/2x and 2 seeds.")
 
 
 def with_values(rows: pd.DataFrame) -> pd.DataFrame:
@@ -162,13 +160,14 @@ register(Figure(
     tables=make_journal3,
     options=(Option("clock", CLOCKS, "0.5", "the optimizer clock, a fraction of the journal's 92,190 steps (decay "
                     "rows rematched by exponent)"),
-             Option("depth", DEPTHS, "4", "layers (the journal: 10)"),
-             Option("cells", CELLS, "grid", "the whole grid, or only the corner paper gamma 0.4 x no decay (with "
-                    "--depth: the depth contrast at one corner)")),
+             Option("depth", DEPTHS, "2", "layers (the journal: 10)"),
+             Option("cells", CELLS, "grid", "the whole grid; its four corners (paper gamma 0.4 and 0.8 x no decay "
+                    "and the most decay: 8 runs, the grid's first); or only the corner paper gamma 0.4 x no decay "
+                    "(with --depth: the depth contrast at one corner)")),
     rules={"demo": "a fast look, not the journal's rule: plain gammas 0.3-0.9 at width 128, 2 layers, 4 heads, "
                    "3.1k steps, wd 0.01 / 0.1 / 0.5, one seed",
            "cpu": "std-matched: width 128 with the stds of width 640 (init.ref_width 640), d_head 64 (2 heads), "
-                  "d_ff 2 d_model, 4 layers; paper gammas 0.4 / 0.5 / 0.6 / 0.8 x weight decay 0 / 0.0116 / 0.116 / "
+                  "d_ff 2 d_model, 2 layers; paper gammas 0.4 / 0.5 / 0.6 / 0.8 x weight decay 0 / 0.0116 / 0.116 / "
                   "1.16 (the journal's 0 / 0.01 / 0.1 / 1 by decay exponent) x 2 seeds; 1/2x the journal's 92,190 "
                   "optimizer steps unless --clock; peak 2.65e-4 (the journal's 1.5e-4 x 5 for width / sqrt 8 for "
                   "batch); 100k sequences at batch 256 (the journal: 900k at 2048); both (3,4) and (4,3) unseen",
@@ -191,7 +190,7 @@ register(Figure(
         Claim("Fig. 10: condensation of W_Q(1) grows with the init rate (Spearman of gamma vs mean |cos|, per run)",
               "positive", _condensation_trend),
     ),
-    notes="cpu: 32 runs; " + STEP_NOTE + " The depth contrast at one corner: `--cells corner --depth 2` (and "
+    notes="cpu: 32 runs; " + STEP_NOTE + " The depth contrast at one corner: `--cells corner --depth 4` (and "
           "`--depth 10`) into the same --out; depth.csv lists it. `--from-table docs/figures/journal_fig3_cpu.csv "
           "--no-train` redraws the phase, claims and stable-rank figures from the committed rows (Fig. 10 needs "
           "the run directories)."))

@@ -46,7 +46,8 @@ class Claim:
 class Option:
     """A choice a figure offers on the command line (``--<name> VALUE``): per value, the changes to the
     figure's sweep spec, ``{dotted key: value}`` (a key that is an axis of the spec takes a list: the axis's
-    new values; any other key is set on every run). ``scales``: where the option applies; elsewhere only
+    new values, or a ``slice`` of the axis as the options before it left it; any other key is set on every
+    run). ``scales``: where the option applies; elsewhere only
     its default is accepted (and changes nothing)."""
 
     name: str                                          # "clock" -> --clock

@@ -57,7 +57,8 @@ def figure_spec(fig: Figure, scale: str, overrides: list[str] | tuple[str, ...] 
 
 def apply_options(fig: Figure, scale: str, spec: dict[str, Any], chosen: Mapping[str, str]) -> dict[str, Any]:
     """``spec`` with each of the figure's options applied at its chosen value (else its default): a key that
-    is an axis of the spec gets the option's values as the axis, any other key is set on every run. An
+    is an axis of the spec gets the option's values as the axis (a ``slice``: that part of the axis as the
+    options before it left it), any other key is set on every run. An
     unknown option or value, or a value other than the default at a scale the option does not apply to, is
     refused with a one-line error."""
     known = {o.name: o for o in fig.options}
@@ -75,8 +76,8 @@ def apply_options(fig: Figure, scale: str, spec: dict[str, Any], chosen: Mapping
                 raise ConfigError(f"--{o.name}: applies at scale {', '.join(o.scales)} of {fig.id}, not {scale}")
             continue
         for key, v in o.values[value].items():
-            if key in spec["axes"]:
-                spec["axes"][key] = list(v)
+            if key in spec["axes"]:   # a slice keeps part of the axis as an earlier option left it
+                spec["axes"][key] = spec["axes"][key][v] if isinstance(v, slice) else list(v)
             elif any(key in z for z in spec.get("zip") or []):
                 raise ConfigError(f"option --{o.name}: {key} varies in a zip group of {fig.id}'s spec")
             else:
