@@ -68,13 +68,14 @@ def c3_journal_cells() -> str:
     depth = d.n_layers.value_counts().idxmax()
     main = d[d.n_layers == depth].sort_values(["paper_gamma", "weight_decay"])
     done = int((runs["model.n_layers"] == depth).sum())
-    rows = [[f"{r.paper_gamma:g}", f"{r.weight_decay:g} ({r.journal_wd:g})", int(r.n_seeds),
+    rows = [[f"{r.paper_gamma:g} ({paper_gamma(r.paper_gamma, 640):.2f})", f"{r.weight_decay:g} ({r.journal_wd:g})",
+             int(r.n_seeds),
              f"{num(r.id_best)} / {num(r.ood_best)}", r.phase_best, f"{num(r.id_final)} / {num(r.ood_final)}",
              r.phase_final, num(r.commutativity) + (" (low)" if r.comm_low else ""), num(r.stable_rank, 1),
              r.journal_phase or "-"] for r in main.itertuples()]
     head = (f"Runs: {done} of {planned} at {int(depth)} layers; cells: {len(main)} of "
             f"{planned_cells} (a cell is the mean of its seeds).\n\n")
-    return head + md_table(["paper gamma", "wd (journal's row)", "seeds", "ID / OOD, best over training",
+    return head + md_table(["journal gamma: std 640^-gamma (paper gamma)", "wd (journal's row)", "seeds", "ID / OOD, best over training",
                             "phase (best)", "ID / OOD, final", "phase (final)", "commutativity (final)",
                             "W_Q(1) stable rank", "journal's phase"], rows)
 
@@ -87,12 +88,15 @@ def c3_journal_claims() -> str:
     def held(v: object) -> str:
         return "n/a" if pd.isna(v) else ("yes" if str(v) in ("True", "1", "1.0") else "no")
 
+    def word(v: object) -> str:
+        return "n/a" if pd.isna(v) else str(v)
+
     rows = []
     for r in d.itertuples():
         stable = r.claim.startswith("stable rank")
-        rows.append([r.claim, r.line, r.along, f"{r.journal} ({r.journal_reading})",
-                     f"{r.ours_best} ({r.reading_best})", held(r.holds_best),
-                     "-" if stable else f"{r.ours_final} ({r.reading_final})",
+        rows.append([r.claim, r.line, r.along.replace("weight_decay", "wd"), f"{r.journal} ({word(r.journal_reading)})",
+                     f"{r.ours_best} ({word(r.reading_best)})", held(r.holds_best),
+                     "-" if stable else f"{r.ours_final} ({word(r.reading_final)})",
                      "-" if stable else held(r.holds_final)])
     return md_table(["claim", "line", "along", "journal", "ours, best", "holds (best)", "ours, final",
                      "holds (final)"], rows)
