@@ -223,12 +223,14 @@ def plot_run_history(history: pd.DataFrame, metrics: Sequence[str] | None = None
 
 
 def plot_journal_grid(cells: pd.DataFrame, reading: str = "best", x: str = "weight_decay", y: str = "gamma_axis",
-                      thresholds: PhaseThresholds = PhaseThresholds(), journal: str = "journal_phase") -> Figure:
+                      thresholds: PhaseThresholds = PhaseThresholds(), journal: str = "journal_phase",
+                      xlabel: str | None = None, ylabel: str | None = None) -> Figure:
     """Journal Fig. 3B beside the journal's own cells: (left) our mean OOD accuracy of ``reading`` over
     ``y`` (init rate) x ``x`` (weight decay), each cell annotated with its value and phase label, hatched
     where the mean ID is below the ID threshold, a green triangle where the mean commutativity on the
     unseen pair is below the commutativity threshold; (right) the journal's phase label of the matched
-    cell, coloured by phase (blank off its grid). ``cells``: :func:`anchorlab.eval.journal_cells.journal_cells`."""
+    cell, coloured by phase (blank off its grid). ``cells``: :func:`anchorlab.eval.journal_cells.journal_cells`;
+    ``xlabel`` / ``ylabel`` default to the column names."""
     ood, idc, phase = f"ood_{reading}", f"id_{reading}", f"phase_{reading}"
     _need(cells, x, y, ood, idc, phase)
     fig = Figure(figsize=(10.5, 1.0 * cells[y].nunique() + 2.4))
@@ -265,9 +267,9 @@ def plot_journal_grid(cells: pd.DataFrame, reading: str = "best", x: str = "weig
         jx.set_yticks(range(jl.shape[0]), [_fmt(v) for v in jl.index])
         jx.set_title("the journal's phase at the matched cell\n(its Fig. 5C / 3B code; blank: off its grid)",
                      fontsize=8)
-        jx.set_xlabel(f"{x} (our value; rows matched by decay exponent)")
-    ax.set_xlabel(x)
-    ax.set_ylabel(f"{y} (init rate)")
+        jx.set_xlabel(f"{xlabel or x} (our value; rows matched by decay exponent)")
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel(ylabel or f"{y} (init rate)")
     fig.legend(handles=[Patch(color=PHASE_COLORS[k], label=PHASE_NAMES[k]) for k in ("1", "2n", "2c", "3")],
                loc="lower center", ncol=4, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.07, 1, 1))

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 METRICS = "authors-fig3"
+GAMMA_LABEL = "init rate: gamma at width 640 (the journal's)"
 CLOCKS = {   # the optimizer clock as a fraction of the journal's 92,190 steps; decay rows matched by exponent
     "0.5": {"train.epochs": 118.2, "optim.warmup_epochs": 5.63, "optim.cosine_epochs": 112.57,
             "train.eval_every": 500, "optim.weight_decay": [0.0, 1.16, 0.116, 0.0116]},
@@ -102,13 +103,15 @@ def make_journal3(rows: pd.DataFrame, out: Path, scale: str) -> Made:
     main = main_cells(cells)
     files: dict[str, Path] = {}
     for reading in ("best", "final"):
-        files[f"fig3b_{reading}.png"] = save_figure(plot_journal_grid(main, reading), out / f"fig3b_{reading}",
+        files[f"fig3b_{reading}.png"] = save_figure(plot_journal_grid(main, reading, xlabel="weight decay",
+                                                                      ylabel=GAMMA_LABEL), out / f"fig3b_{reading}",
                                                     formats=("png",), dpi=120)[0]
     wds = sorted(main.weight_decay.unique())
     row = "weight-decay row: " + " / ".join(f"{w:g}" for w in wds)   # evenly spaced, as the journal draws them
-    bubbles = main.assign(phase=main.phase_best_index.astype(float), **{row: main.weight_decay.map(wds.index)})
+    bubbles = main.assign(phase=main.phase_best_index.astype(float), **{row: main.weight_decay.map(wds.index),
+                                                                        GAMMA_LABEL: main.gamma_axis})
     if bubbles.stable_rank.notna().any():
-        fig = plot_stable_rank_bubbles(bubbles, x=row, y="gamma_axis", size="phase",
+        fig = plot_stable_rank_bubbles(bubbles, x=row, y=GAMMA_LABEL, size="phase",
                                        title="stable rank of $W^{Q(1)}$ (mean over seeds); size: phase (best)")
         files["fig5c.png"] = save_figure(fig, out / "fig5c", formats=("png",), dpi=120)[0]
     seed, mats = condensation_matrices(view)
