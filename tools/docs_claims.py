@@ -38,35 +38,36 @@ def c3_rescue() -> str:
 
 
 def _journal_runs() -> tuple[pd.DataFrame, int, int]:
-    """The journal grid's committed per-run rows (docs/figures/journal_fig3_cpu.csv) and the numbers of runs and
-    cells of the figure's cpu grid (its default options)."""
+    """The journal grid's committed per-run rows at the grid's depth (docs/figures/journal_fig3_cpu.csv; a
+    corner run at another depth is left out) and the numbers of runs and cells of the figure's cpu grid (its
+    default options)."""
     from anchorlab.reproduce import FIGURES as REGISTERED
     from anchorlab.reproduce.runner import figure_spec
     from anchorlab.sweep.grid import expand
 
     plan = expand(figure_spec(REGISTERED["journal-fig3"], "cpu"))
     cells = {(r.config.init.gamma, r.config.optim.weight_decay) for r in plan}
-    return table("journal_fig3_cpu.csv"), len(plan), len(cells)
+    runs = table("journal_fig3_cpu.csv")
+    return runs[runs["model.n_layers"] == plan[0].config.model.n_layers], len(plan), len(cells)
 
 
 def c3_journal_cells() -> str:
     """C3, the journal's own experiment: one row per cell of the main depth (docs/figures/journal_fig3_cpu_cells.csv,
     the figure's cells.csv), the phase of the cell's mean ID / OOD per reading beside the journal's phase."""
     runs, planned, planned_cells = _journal_runs()
+    depth = int(runs["model.n_layers"].iloc[0])
     d = table("journal_fig3_cpu_cells.csv")
-    depth = d.n_layers.value_counts().idxmax()
     main = d[d.n_layers == depth].sort_values(["paper_gamma", "weight_decay"])
-    done = int((runs["model.n_layers"] == depth).sum())
     rows = [[f"{r.paper_gamma:g} ({paper_gamma(r.paper_gamma, 640):.2f})", f"{r.weight_decay:g} ({r.journal_wd:g})",
-             int(r.n_seeds),
-             f"{num(r.id_best)} / {num(r.ood_best)}", r.phase_best, f"{num(r.id_final)} / {num(r.ood_final)}",
-             r.phase_final, num(r.commutativity) + (" (low)" if r.comm_low else ""), num(r.stable_rank, 1),
-             r.journal_phase or "-"] for r in main.itertuples()]
-    head = (f"Runs: {done} of {planned} at {int(depth)} layers; cells: {len(main)} of "
+             int(r.n_seeds), f"{num(r.id_best)} / {num(r.ood_best)}", r.phase_best,
+             f"{num(r.id_final)} / {num(r.ood_final)}", r.phase_final,
+             num(r.commutativity) + (" (low)" if r.comm_low else ""), num(r.stable_rank, 1), r.journal_phase or "-"]
+            for r in main.itertuples()]
+    head = (f"Runs: {len(runs)} of {planned} at {depth} layers; cells: {len(main)} of "
             f"{planned_cells} (a cell is the mean of its seeds).\n\n")
-    return head + md_table(["journal gamma: std 640^-gamma (paper gamma)", "wd (journal's row)", "seeds", "ID / OOD, best over training",
-                            "phase (best)", "ID / OOD, final", "phase (final)", "commutativity (final)",
-                            "W_Q(1) stable rank", "journal's phase"], rows)
+    return head + md_table(["journal gamma: std 640^-gamma (paper gamma)", "wd (journal's row)", "seeds",
+                            "ID / OOD, best over training", "phase (best)", "ID / OOD, final", "phase (final)",
+                            "commutativity (final)", "W_Q(1) stable rank", "journal's phase"], rows)
 
 
 def c3_journal_claims() -> str:
@@ -83,7 +84,8 @@ def c3_journal_claims() -> str:
     rows = []
     for r in d.itertuples():
         stable = r.claim.startswith("stable rank")
-        rows.append([r.claim, r.line, r.along.replace("weight_decay", "wd"), f"{r.journal} ({word(r.journal_reading)})",
+        rows.append([r.claim, r.line, r.along.replace("weight_decay", "wd"),
+                     f"{r.journal} ({word(r.journal_reading)})",
                      f"{r.ours_best} ({word(r.reading_best)})", held(r.holds_best),
                      "-" if stable else f"{r.ours_final} ({word(r.reading_final)})",
                      "-" if stable else held(r.holds_final)])

@@ -5,7 +5,7 @@ The cpu scale is ``journal_fig3_cpu``: the journal's model and task at width 128
 lr corrected for batch and width, paper gammas 0.4 / 0.5 / 0.6 / 0.8 x the journal's decay rows matched by
 decay exponent x 2 seeds (the preset's comments give the rule). ``--clock 1`` runs the journal's steps,
 ``--depth 4|10`` another depth, ``--cells corners`` the grid's four corners (its first 8 runs), ``--cells
-corner`` only the corner paper gamma 0.4 x no decay: with ``--depth`` it is the depth contrast at one corner.
+corner`` only the corner journal gamma 0.4 x no decay: with ``--depth`` it is the depth contrast at one corner.
 The demo scale is the older fast look (``fig3_cpu``: plain gammas, 2 layers, 3.1k steps, one seed); the
 paper scale the journal's grid (``fig3_paper``).
 
@@ -51,8 +51,8 @@ CELLS = {"grid": {}, "corners": {"init.gamma": [0.4, 0.8], "optim.weight_decay":
          "corner": {"init.gamma": [0.4], "optim.weight_decay": [0.0]}}
 STEP_NOTE = ("Measured on a 2-core AVX512-BF16 EPYC at one thread a run, bf16 autocast: alone, 0.031 s a step at "
              "2 layers and 0.060 at 4 (312 steps with one evaluation); two runs side by side, as the grid runs, "
-             "~0.02 s a step at 2 layers: ~17 min a run with its 92 evaluations, ~4.5 h for the 32 runs on 2 "
-             "workers (~9 h at 4 layers). 1x the clock doubles it: hence 1/2x and 2 seeds.")
+             "~0.018 s a step at 2 layers: 15 min a run with its 92 evaluations (903 s), ~4 h for the 32 runs "
+             "on 2 workers (~8 h at 4 layers). 1x the clock doubles it: hence 1/2x and 2 seeds.")
 
 
 def with_values(rows: pd.DataFrame) -> pd.DataFrame:
@@ -164,8 +164,8 @@ register(Figure(
     options=(Option("clock", CLOCKS, "0.5", "the optimizer clock, a fraction of the journal's 92,190 steps (decay "
                     "rows rematched by exponent)"),
              Option("depth", DEPTHS, "2", "layers (the journal: 10)"),
-             Option("cells", CELLS, "grid", "the whole grid; its four corners (paper gamma 0.4 and 0.8 x no decay "
-                    "and the most decay: 8 runs, the grid's first); or only the corner paper gamma 0.4 x no decay "
+             Option("cells", CELLS, "grid", "the whole grid; its four corners (journal gamma 0.4 and 0.8 x no decay "
+                    "and the most decay: 8 runs, the grid's first); or only the corner journal gamma 0.4 x no decay "
                     "(with --depth: the depth contrast at one corner)")),
     rules={"demo": "a fast look, not the journal's rule: plain gammas 0.3-0.9 at width 128, 2 layers, 4 heads, "
                    "3.1k steps, wd 0.01 / 0.1 / 0.5, one seed",
