@@ -70,13 +70,18 @@ def c3_journal_cells() -> str:
                             "commutativity (final)", "W_Q(1) stable rank", "journal's phase"], rows)
 
 
+def _held(v: object) -> bool | None:
+    """A claims-table ``holds_*`` cell as read back from its CSV (a bool, its text, or empty: not judged)."""
+    return None if pd.isna(v) else str(v) in ("True", "1", "1.0")
+
+
 def c3_journal_claims() -> str:
     """C3: the journal's three claims along each row and column of the grid run so far
     (docs/figures/journal_fig3_cpu_claims.csv, the figure's claims.csv)."""
     d = table("journal_fig3_cpu_claims.csv")
 
     def held(v: object) -> str:
-        return "n/a" if pd.isna(v) else ("yes" if str(v) in ("True", "1", "1.0") else "no")
+        return {None: "n/a", True: "yes", False: "no"}[_held(v)]
 
     def word(v: object) -> str:
         return "n/a" if pd.isna(v) else str(v)
@@ -97,17 +102,18 @@ def _journal_holds(claim: str) -> tuple[int, int]:
     """(lines on which a journal claim goes the journal's way, lines judged), best over training, from
     docs/figures/journal_fig3_cpu_claims.csv (a line is judged where both ends of it were run)."""
     d = table("journal_fig3_cpu_claims.csv")
-    held = d[d.claim == claim].holds_best.map({True: True, False: False, "True": True, "False": False})
-    return int(held.sum()), int(held.notna().sum())
+    held = [h for h in map(_held, d[d.claim == claim].holds_best) if h is not None]
+    return sum(held), len(held)
 
 
 def c3_journal_reading() -> str:
     """C3 in one line from the journal's own grid: its runs so far and, per claim, the lines that go the
     journal's way (best over training)."""
+    from anchorlab.reproduce.figures_journal3 import INIT, WD
+
     runs, planned, _ = _journal_runs()
     parts = [f"{what} on {ratio(*_journal_holds(claim))} {unit}" for what, claim, unit in (
-        ("the phase rises with the init rate", "phase 1 -> 2 -> 3 with the init rate", "rows"),
-        ("with the weight decay", "phase 1 -> 2 -> 3 with the weight decay", "columns"))]
+        ("the phase rises with the init rate", INIT, "rows"), ("with the weight decay", WD, "columns"))]
     return f"on the journal's own task ({ratio(len(runs), planned)} runs, best over training): " + ", ".join(parts)
 
 
@@ -115,10 +121,11 @@ def c3_status() -> str:
     """From the journal's own grid once all its runs are in (both claims on every line judged: reproduced;
     one: partly); until then from the NeurIPS-task grid (gamma_wd_cpu): wd lifts every gamma's inferential
     accuracy, and the smallest init beats the largest at no decay."""
+    from anchorlab.reproduce.figures_journal3 import INIT, WD
+
     runs, planned, _ = _journal_runs()
     if len(runs) >= planned:
-        ok = [k == n and n > 0 for k, n in (_journal_holds("phase 1 -> 2 -> 3 with the init rate"),
-                                            _journal_holds("phase 1 -> 2 -> 3 with the weight decay"))]
+        ok = [k == n and n > 0 for k, n in map(_journal_holds, (INIT, WD))]
         return "reproduced" if all(ok) else "partly" if any(ok) else "not reproduced"
     d = table("gamma_wd_cpu_cells.csv")
     top, low = d.weight_decay.max(), d.weight_decay.min()
