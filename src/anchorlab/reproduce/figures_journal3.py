@@ -170,7 +170,7 @@ register(Figure(
     rules={"demo": "a fast look, not the journal's rule: plain gammas 0.3-0.9 at width 128, 2 layers, 4 heads, "
                    "3.1k steps, wd 0.01 / 0.1 / 0.5, one seed",
            "cpu": "std-matched: width 128 with the stds of width 640 (init.ref_width 640), d_head 64 (2 heads), "
-                  "d_ff 2 d_model, 2 layers; paper gammas 0.4 / 0.5 / 0.6 / 0.8 x weight decay 0 / 0.0116 / 0.116 / "
+                  "d_ff 2 d_model, 2 layers unless --depth; paper gammas 0.4 / 0.5 / 0.6 / 0.8 x weight decay 0 / 0.0116 / 0.116 / "
                   "1.16 (the journal's 0 / 0.01 / 0.1 / 1 by decay exponent) x 2 seeds; 1/2x the journal's 92,190 "
                   "optimizer steps unless --clock; peak 2.65e-4 (the journal's 1.5e-4 x 5 for width / sqrt 8 for "
                   "batch); 100k sequences at batch 256 (the journal: 900k at 2048); both (3,4) and (4,3) unseen",
