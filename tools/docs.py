@@ -49,6 +49,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "c3-rescue": cl.c3_rescue,
     "c3-journal-cells": cl.c3_journal_cells,
     "c3-journal-claims": cl.c3_journal_claims,
+    "c3-journal-depth": cl.c3_journal_depth,
     "mech-outcome": cl.mech_outcome,
     "mech-picks": cl.mech_picks,
     **{f"{c.lower()}-seeds": (lambda c=c: cl.seeded_table(c)) for c in cl.SEEDED},

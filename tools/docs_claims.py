@@ -70,6 +70,20 @@ def c3_journal_cells() -> str:
                             "commutativity (final)", "W_Q(1) stable rank", "journal's phase"], rows)
 
 
+def c3_journal_depth() -> str:
+    """C3: the depth contrast at one corner of the journal grid (docs/figures/journal_fig3_cpu_depth.csv, the
+    figure's depth.csv: the cells run at more than one depth), one row per depth."""
+    d = table("journal_fig3_cpu_depth.csv").sort_values(["gamma_axis", "weight_decay", "n_layers"])
+    rows = [[f"{r.gamma_axis:g} ({paper_gamma(r.gamma_axis, 640):.2f})", f"{r.weight_decay:g}", int(r.n_layers),
+             int(r.n_seeds), f"{num(r.id_best)} / {num(r.ood_best)}", r.phase_best,
+             f"{num(r.id_final)} / {num(r.ood_final)}", r.phase_final, num(r.commutativity),
+             num(r.stable_rank, 1), "-" if pd.isna(r.journal_phase) else str(r.journal_phase)]
+            for r in d.itertuples()]
+    return md_table(["journal gamma (paper gamma)", "wd", "layers", "seeds", "ID / OOD, best over training",
+                     "phase (best)", "ID / OOD, final", "phase (final)", "commutativity (final)",
+                     "W_Q(1) stable rank", "journal's phase (10 layers)"], rows)
+
+
 def _held(v: object) -> bool | None:
     """A claims-table ``holds_*`` cell as read back from its CSV (a bool, its text, or empty: not judged)."""
     return None if pd.isna(v) else str(v) in ("True", "1", "1.0")
