@@ -51,8 +51,9 @@ CELLS = {"grid": {}, "corners": {"init.gamma": [0.4, 0.8], "optim.weight_decay":
          "corner": {"init.gamma": [0.4], "optim.weight_decay": [0.0]}}
 STEP_NOTE = ("Measured on a 2-core AVX512-BF16 EPYC at one thread a run, bf16 autocast: alone, 0.031 s a step at "
              "2 layers and 0.060 at 4 (312 steps with one evaluation); two runs side by side, as the grid runs, "
-             "~0.018 s a step at 2 layers: 15 min a run with its 92 evaluations (903 s), ~4 h for the 32 runs "
-             "on 2 workers (~8 h at 4 layers). 1x the clock doubles it: hence 1/2x and 2 seeds.")
+             "~0.02 s a step at 2 layers: 15.5 min a run with its 92 evaluations (median 933 s, 886-1,150 over the 32), "
+             "~4.2 h for the 32 runs on 2 workers; 35 min a run at 4 layers (2,117 / 2,124 s at the corner), "
+             "~9 h for a 4-layer grid. 1x the clock doubles it: hence 1/2x and 2 seeds.")
 
 
 def with_values(rows: pd.DataFrame) -> pd.DataFrame:
