@@ -51,8 +51,8 @@ CELLS = {"grid": {}, "corners": {"init.gamma": [0.4, 0.8], "optim.weight_decay":
          "corner": {"init.gamma": [0.4], "optim.weight_decay": [0.0]}}
 STEP_NOTE = ("Measured on a 2-core AVX512-BF16 EPYC at one thread a run, bf16 autocast: alone, 0.031 s a step at "
              "2 layers and 0.060 at 4 (312 steps with one evaluation); two runs side by side, as the grid runs, "
-             "~0.02 s a step at 2 layers: 15.5 min a run with its 92 evaluations (median 933 s, 886-1,150 over the 32), "
-             "~4.2 h for the 32 runs on 2 workers; 35 min a run at 4 layers (2,117 / 2,124 s at the corner), "
+             "~0.02 s a step at 2 layers: 15.5 min a run with its 92 evaluations (median 933 s, 886-1,150 over "
+             "the 32), ~4.2 h for the 32 runs on 2 workers; 35 min a run at 4 layers (2,117 / 2,124 s at the corner), "
              "~9 h for a 4-layer grid. 1x the clock doubles it: hence 1/2x and 2 seeds.")
 
 
@@ -171,10 +171,10 @@ register(Figure(
     rules={"demo": "a fast look, not the journal's rule: plain gammas 0.3-0.9 at width 128, 2 layers, 4 heads, "
                    "3.1k steps, wd 0.01 / 0.1 / 0.5, one seed",
            "cpu": "std-matched: width 128 with the stds of width 640 (init.ref_width 640), d_head 64 (2 heads), "
-                  "d_ff 2 d_model, 2 layers unless --depth; paper gammas 0.4 / 0.5 / 0.6 / 0.8 x weight decay 0 / 0.0116 / 0.116 / "
-                  "1.16 (the journal's 0 / 0.01 / 0.1 / 1 by decay exponent) x 2 seeds; 1/2x the journal's 92,190 "
-                  "optimizer steps unless --clock; peak 2.65e-4 (the journal's 1.5e-4 x 5 for width / sqrt 8 for "
-                  "batch); 100k sequences at batch 256 (the journal: 900k at 2048); both (3,4) and (4,3) unseen",
+                  "d_ff 2 d_model, 2 layers unless --depth; paper gammas 0.4 / 0.5 / 0.6 / 0.8 x weight decay 0 / "
+                  "0.0116 / 0.116 / 1.16 (the journal's 0 / 0.01 / 0.1 / 1 by decay exponent) x 2 seeds; 1/2x the "
+                  "journal's 92,190 optimizer steps unless --clock; peak 2.65e-4 (the journal's 1.5e-4 x 5 for width "
+                  "/ sqrt 8 for batch); 100k sequences at batch 256 (the journal: 900k at 2048); both (3,4) and (4,3) unseen",
            "paper": "the journal's grid: 10 layers, width 640, gamma 0.4-0.8 x wd 0 / 0.01 / 0.1 / 1 x 3 seeds"},
     claims=(
         Claim(f"{INIT} (per decay row, best reading)", "rises on 4 of 4 rows at gammas 0.4 / 0.5 / 0.6 / 0.8 "
