@@ -59,15 +59,11 @@ def c3_journal_cells() -> str:
     d = table("journal_fig3_cpu_cells.csv")
     main = d[d.n_layers == depth].sort_values(["paper_gamma", "weight_decay"])
     rows = [[f"{r.paper_gamma:g} ({paper_gamma(r.paper_gamma, 640):.2f})", f"{r.weight_decay:g} ({r.journal_wd:g})",
-             int(r.n_seeds), f"{num(r.id_best)} / {num(r.ood_best)}", r.phase_best,
-             f"{num(r.id_final)} / {num(r.ood_final)}", r.phase_final,
-             num(r.commutativity) + (" (low)" if r.comm_low else ""), num(r.stable_rank, 1), r.journal_phase or "-"]
-            for r in main.itertuples()]
+             int(r.n_seeds), *_cell_readings(r, r.comm_low)] for r in main.itertuples()]
     head = (f"Runs: {len(runs)} of {planned} at {depth} layers; cells: {len(main)} of "
             f"{planned_cells} (a cell is the mean of its seeds).\n\n")
     return head + md_table(["journal gamma: std 640^-gamma (paper gamma)", "wd (journal's row)", "seeds",
-                            "ID / OOD, best over training", "phase (best)", "ID / OOD, final", "phase (final)",
-                            "commutativity (final)", "W_Q(1) stable rank", "journal's phase"], rows)
+                            *_CELL_READINGS, "journal's phase"], rows)
 
 
 def c3_journal_depth() -> str:
@@ -75,13 +71,21 @@ def c3_journal_depth() -> str:
     figure's depth.csv: the cells run at more than one depth), one row per depth."""
     d = table("journal_fig3_cpu_depth.csv").sort_values(["gamma_axis", "weight_decay", "n_layers"])
     rows = [[f"{r.gamma_axis:g} ({paper_gamma(r.gamma_axis, 640):.2f})", f"{r.weight_decay:g}", int(r.n_layers),
-             int(r.n_seeds), f"{num(r.id_best)} / {num(r.ood_best)}", r.phase_best,
-             f"{num(r.id_final)} / {num(r.ood_final)}", r.phase_final, num(r.commutativity),
-             num(r.stable_rank, 1), "-" if pd.isna(r.journal_phase) else str(r.journal_phase)]
-            for r in d.itertuples()]
-    return md_table(["journal gamma (paper gamma)", "wd", "layers", "seeds", "ID / OOD, best over training",
-                     "phase (best)", "ID / OOD, final", "phase (final)", "commutativity (final)",
-                     "W_Q(1) stable rank", "journal's phase (10 layers)"], rows)
+             int(r.n_seeds), *_cell_readings(r)] for r in d.itertuples()]
+    return md_table(["journal gamma (paper gamma)", "wd", "layers", "seeds", *_CELL_READINGS,
+                     "journal's phase (10 layers)"], rows)
+
+
+_CELL_READINGS = ["ID / OOD, best over training", "phase (best)", "ID / OOD, final", "phase (final)",
+                  "commutativity (final)", "W_Q(1) stable rank"]
+
+
+def _cell_readings(r, comm_low: bool = False) -> list[object]:
+    """One journal cell's readings in the columns of ``_CELL_READINGS``, then the journal's phase there
+    (``-`` off its grid); ``comm_low`` marks the commutativity as the cells table marks it."""
+    return [f"{num(r.id_best)} / {num(r.ood_best)}", r.phase_best, f"{num(r.id_final)} / {num(r.ood_final)}",
+            r.phase_final, num(r.commutativity) + (" (low)" if comm_low else ""), num(r.stable_rank, 1),
+            "-" if pd.isna(r.journal_phase) or r.journal_phase == "" else str(r.journal_phase)]
 
 
 def _held(v: object) -> bool | None:

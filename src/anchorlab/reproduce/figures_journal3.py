@@ -174,7 +174,8 @@ register(Figure(
                   "d_ff 2 d_model, 2 layers unless --depth; paper gammas 0.4 / 0.5 / 0.6 / 0.8 x weight decay 0 / "
                   "0.0116 / 0.116 / 1.16 (the journal's 0 / 0.01 / 0.1 / 1 by decay exponent) x 2 seeds; 1/2x the "
                   "journal's 92,190 optimizer steps unless --clock; peak 2.65e-4 (the journal's 1.5e-4 x 5 for width "
-                  "/ sqrt 8 for batch); 100k sequences at batch 256 (the journal: 900k at 2048); both (3,4) and (4,3) unseen",
+                  "/ sqrt 8 for batch); 100k sequences at batch 256 (the journal: 900k at 2048); both (3,4) and "
+                  "(4,3) unseen",
            "paper": "the journal's grid: 10 layers, width 640, gamma 0.4-0.8 x wd 0 / 0.01 / 0.1 / 1 x 3 seeds"},
     claims=(
         Claim(f"{INIT} (per decay row, best reading)", "rises on 4 of 4 rows at gammas 0.4 / 0.5 / 0.6 / 0.8 "
