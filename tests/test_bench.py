@@ -226,3 +226,29 @@ def test_csv_writes_the_steps_layouts_and_profile_tables(tiny, tmp_path, capsys)
     prof = pd.read_csv(tmp_path / "b_profile.csv")
     assert {"fp32_share", "bf16_share"} <= set(prof.columns) and list(prof.category) == list(SPLIT)
     assert "b_profile.csv" in capsys.readouterr().out
+
+
+def test_set_overrides_every_cpu_step_and_is_recorded(tiny, monkeypatch):
+    seen = []
+    real = steps_mod.make_optimizer
+    monkeypatch.setattr(steps_mod, "make_optimizer", lambda m, c: seen.append(c.fused) or real(m, c))
+    r = run_bench(("demo",), ("fp32", "bf16"), steps={"demo": 1}, warmup=0, clock=FakeClock(), cuda=False,
+                  overrides=["optim.fused=true"])
+    assert seen == [True, True] and list(r.steps.overrides) == ["optim.fused=true"] * 2
+    assert "every step with optim.fused=true" in format_result(r).splitlines()[0]
+    plain = run_bench(("demo",), ("fp32",), steps={"demo": 1}, warmup=0, clock=FakeClock(), cuda=False)
+    assert seen[-1] is False and list(plain.steps.overrides) == [""]
+    assert "every step with" not in format_result(plain)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("train.amp=none", "--set: train.amp is set by --precisions (fp32, bf16, bf16-native); got 'train.amp=none'"),
+    ("optim.fused=maybe", "optim.fused: expected true or false, got 'maybe'"),
+])
+def test_a_bad_set_is_one_line_before_anything_is_timed(capsys, monkeypatch, override, message):
+    from anchorlab.cli import main
+
+    monkeypatch.setattr(core, "measure_layouts", lambda *a, **k: pytest.fail("timed before checking --set"))
+    assert main(["bench", "--set", override, "--no-cuda"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1

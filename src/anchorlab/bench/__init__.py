@@ -20,7 +20,9 @@ Shapes: ``demo`` is ``demo/small`` (d_model 128, d_ff 512, batch 256, 2 layers);
 ``neurips/paper`` (d_model 400, d_ff 1200, batch 2048, 2 layers). Precisions: ``fp32``
 (``train.amp=none``), ``bf16`` (``train.amp=bf16``, ``train.bf16_path=autocast``: torch.autocast's
 per-op casts) and ``bf16-native`` (``train.amp=bf16``, ``train.bf16_path=native``: activations stay
-bfloat16 between ops); float32 master weights and AdamW state in all three.
+bfloat16 between ops); float32 master weights and AdamW state in all three. ``--set KEY=VALUE``
+(``overrides``) changes every CPU step's config alike, e.g. ``optim.fused=true``; the steps table records
+it (column ``overrides``).
 
 Nothing here is a test: the targets (:mod:`.targets`: a bf16 step >= 2.5x the fp32 step at the demo
 shape, stretch 3x; >= 40% of the bf16 matmul peak at the paper shape, stretch 50%) are printed as met /

@@ -20,7 +20,9 @@ log = logging.getLogger(__name__)
 
 STEP_COLUMNS = ["shape", "precision", "path", "d_model", "d_ff", "batch", "steps", "ms_per_step", "gflops",
                 "pct_of_peak", "speedup_vs_fp32", "cast_share", "forward_ms", "backward_ms", "optimizer_ms",
-                "page_faults_per_step"]
+                "page_faults_per_step", "overrides"]
+# what --precisions sets in every step's config, so --set may not
+PRECISION_FIELDS = ("train.amp", "train.bf16_path")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class BenchResult:
     cuda_steps: pd.DataFrame | None = None
     cuda_layouts: pd.DataFrame | None = None
     cuda_note: str = ""               # why the GPU bench did not run ("" when it ran)
+    overrides: tuple[str, ...] = ()   # --set, applied to every CPU step's config
 
     def peak(self, dtype: str) -> float:
         """A dtype's ("fp32" / "bf16") peak GFLOP/s on this CPU: its best GEMM row."""
@@ -52,14 +55,23 @@ class BenchResult:
 def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[str] = ("fp32", "bf16", "bf16-native"),
               steps: dict[str, int] | None = None, warmup: int = 2, threads: int = 1, clock: str | Clock = "wall",
               profile: bool = False, min_seconds: float = 0.6, emulated_steps: int = 1,
-              malloc_retain: bool = True, cuda: bool = True, cuda_kw: dict | None = None) -> BenchResult:
+              malloc_retain: bool = True, cuda: bool = True, cuda_kw: dict | None = None,
+              overrides: Sequence[str] = ()) -> BenchResult:
     """Measure the GEMM layouts and the steps (see :mod:`anchorlab.bench`). ``steps``: timed steps per shape
     (default demo 20, paper 4); bf16 on a CPU without bf16 units is capped at ``emulated_steps`` (its
     matmuls are emulated and slow: 43 s a paper-shape step on an AVX2 EPYC) with no warm-up and no
     profile. ``malloc_retain``: as ``train.malloc_retain`` (process-wide once set: compare both settings
     in two processes). ``cuda``: also :func:`anchorlab.bench.cuda.cuda_bench` (``cuda_kw``), which skips
-    where there is no CUDA device."""
+    where there is no CUDA device. ``overrides`` (``--set KEY=VALUE``): applied to every CPU step's config,
+    e.g. ``optim.fused=true`` (not to the GPU bench's, nor the precision's own ``train.amp`` /
+    ``train.bf16_path``)."""
     check_names(shapes, precisions)
+    overrides = tuple(overrides)
+    for o in overrides:
+        key = o.partition("=")[0].strip()
+        if key in PRECISION_FIELDS:
+            raise ValueError(f"--set: {key} is set by --precisions (fp32, bf16, bf16-native); got {o!r}")
+        shape_config(shapes[0], extra=(o,))   # a bad key or value: its one-line error before anything is timed
     steps = {"demo": 20, "paper": 4, **(steps or {})}
     tick = clock_fn(clock)
     units = cpu_matrix_units()
@@ -72,7 +84,7 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
         rows, profiles, splits = [], {}, {}
         for name in shapes:
             for p in precisions:
-                cfg = shape_config(name, p)
+                cfg = shape_config(name, p, extra=overrides)
                 n, w, prof_this = steps[name], warmup, profile
                 if dtype_of(p) == "bf16" and not units.bf16:
                     n, w, prof_this = min(n, emulated_steps), 0, False
@@ -84,7 +96,7 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
                              "ms_per_step": 1e3 * t.seconds, "gflops": gf, "pct_of_peak": 100 * gf / peak[dtype_of(p)],
                              "cast_share": t.cast_share, "forward_ms": 1e3 * t.forward,
                              "backward_ms": 1e3 * t.backward, "optimizer_ms": 1e3 * t.optimizer,
-                             "page_faults_per_step": t.page_faults})
+                             "page_faults_per_step": t.page_faults, "overrides": " ".join(overrides)})
                 if prof is not None:
                     profiles[(name, p)] = prof
                 if t.split is not None:
@@ -103,18 +115,19 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
             log.exception("the GPU bench failed")
             gpu = (None, None, f"the GPU bench failed: {type(e).__name__}: {e}")
     return BenchResult(units, threads, clock if isinstance(clock, str) else "custom", layouts, steps_df, profiles,
-                       splits, malloc_retain, cpu_model_name() or "unknown CPU", *gpu)
+                       splits, malloc_retain, cpu_model_name() or "unknown CPU", *gpu, overrides=overrides)
 
 
 def format_result(r: BenchResult) -> str:
     """The tables and verdicts as plain text (what ``anchorlab bench`` prints)."""
     out = [f"CPU: {r.cpu}; torch {torch.__version__}; {r.units.describe()}; {r.threads} thread(s); clock {r.clock}; "
-           f"malloc_retain {'on' if r.malloc_retain else 'off'}",
+           f"malloc_retain {'on' if r.malloc_retain else 'off'}"
+           + (f"; every step with {' '.join(r.overrides)}" if r.overrides else ""),
            "", "FFN GEMMs per layout (NT forward x @ W.T, NN input gradient g @ W, TN weight gradient g.T @ x); "
            "peak per dtype = its best row:"]
     out.append(layout_pivot(r.layouts).round(1).to_string(index=False))
     out += ["", "training step (path: what ran; cast_share: casts / forward+backward operator time):",
-            r.steps.round(3).to_string(index=False)]
+            r.steps.drop(columns="overrides").round(3).to_string(index=False)]
     for (shape, p), prof in r.profiles.items():
         out += ["", f"operator time, {shape} {p}, whole step (self CPU ms per step):",
                 prof.round(3).to_string(index=False)]
@@ -132,4 +145,4 @@ def format_result(r: BenchResult) -> str:
     return "\n".join(out)
 
 
-__all__ = ["STEP_COLUMNS", "BenchResult", "format_result", "run_bench"]
+__all__ = ["PRECISION_FIELDS", "STEP_COLUMNS", "BenchResult", "format_result", "run_bench"]

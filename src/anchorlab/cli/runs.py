@@ -135,7 +135,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
         steps[name] = int(n)
     try:
         r = run_bench(a.shapes.split(","), a.precisions.split(","), steps=steps, warmup=a.warmup, threads=a.threads,
-                      clock=a.clock, profile=a.profile, malloc_retain=not a.no_malloc_retain, cuda=not a.no_cuda)
+                      clock=a.clock, profile=a.profile, malloc_retain=not a.no_malloc_retain, cuda=not a.no_cuda,
+                      overrides=a.set)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     print(format_result(r))

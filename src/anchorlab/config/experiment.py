@@ -197,6 +197,7 @@ class OptimConfig:
     min_lr: float = 1e-5
     clip_norm: float = 1.0
     peak_lr: float | None = None
+    fused: bool = field(default=False, metadata={"identity": "unless_default"})  # torch's fused AdamW kernel instead of foreach (opt-in: other bits; docs/engine.md)
 
     def __post_init__(self) -> None:
         p = "optim"

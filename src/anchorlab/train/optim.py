@@ -38,8 +38,10 @@ def param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict]:
 
 def make_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.AdamW:
     """AdamW over :func:`param_groups`. ``foreach=True`` also on the CPU (torch picks the per-tensor loop there):
-    the same update to the bit, with fewer kernel launches (tests/test_optim_foreach.py)."""
-    return torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, foreach=True)
+    the same update to the bit, with fewer kernel launches (tests/test_optim_foreach.py). ``optim.fused``:
+    torch's fused kernel instead (one pass per tensor; the same algorithm, other bits; opt-in)."""
+    impl = {"fused": True} if cfg.fused else {"foreach": True}
+    return torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, **impl)
 
 
 def lr_at(step: int, steps_per_epoch: int, cfg: OptimConfig) -> float:

@@ -66,7 +66,7 @@ def check_stackable(cfgs: Sequence[ExperimentConfig]) -> None:
 
     The task must allow stacking; task.* and model.* must be equal, and
     train.* except data_seed, init_seed, checkpoint_every and stop_when;
-    init.* and optim.* may differ.
+    init.* and optim.* may differ, except ``optim.fused`` (the stack's own update is the foreach one).
     """
     if not cfgs:
         raise ConfigError("cfgs: need at least one config to stack")
@@ -74,6 +74,10 @@ def check_stackable(cfgs: Sequence[ExperimentConfig]) -> None:
     if not task_class(ref.task.name).stackable:
         raise ConfigError(f"task.name: task {ref.task.name!r} cannot be trained as a stack (its loss is not "
                           "vmap-able); train its runs one by one")
+    fused = [i for i, c in enumerate(cfgs) if c.optim.fused]
+    if fused:
+        raise ConfigError(f"optim.fused: a stack makes torch AdamW's foreach update on whole (G, P) tensors, not "
+                          f"the fused kernel's (config {fused[0]} has true); train fused runs one by one or set false")
     for i, c in enumerate(cfgs[1:], 1):
         diffs = [_first_difference("task", ref.task, c.task), _first_difference("model", ref.model, c.model)]
         diffs += [_first_difference(f"train.{n}", getattr(ref.train, n), getattr(c.train, n))

@@ -1,0 +1,82 @@
+"""``optim.fused``: torch's fused AdamW kernel, opt-in, in the run id only when on, refused by a stack."""
+
+import contextlib
+
+import pytest
+import torch
+import yaml
+
+from anchorlab.config import ConfigError, experiment_from_dict
+from anchorlab.tasks.base import build_task
+from anchorlab.train import train
+from anchorlab.train.optim import make_optimizer
+from anchorlab.train.run import init_model
+from anchorlab.train.single import train_step
+from anchorlab.train.stacked import check_stackable, should_stack
+
+
+def _train_steps(cfg, n=6):
+    task = build_task(cfg.task)
+    data = task.train_data(0)
+    model, _ = init_model(cfg)
+    opt = make_optimizer(model, cfg.optim)
+    losses = [train_step(model, model, opt, task, data.batch(torch.arange(i * 64, (i + 1) * 64)),
+                         contextlib.nullcontext(), cfg.optim.clip_norm).item() for i in range(n)]
+    return opt, losses, model.state_dict()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fused_adamw_makes_the_foreach_update_to_rounding(tiny_overrides, dtype):
+    """Five steps on the same gradients (drawn, not computed, so training's chaos cannot amplify a last-bit
+    difference: the key bias, whose true gradient is zero, moves on rounding noise): the fused kernel puts
+    every parameter where foreach does, to rounding."""
+    over = tiny_overrides + ["optim.weight_decay=0.1", "optim.decay=matrices", f"train.dtype={dtype}"]
+    params = {}
+    for fused in (False, True):
+        cfg = experiment_from_dict({}, over + [f"optim.fused={str(fused).lower()}"])
+        model, _ = init_model(cfg)
+        opt = make_optimizer(model, cfg.optim)
+        assert bool(opt.defaults["fused"]) is fused and bool(opt.defaults["foreach"]) is (not fused)
+        gen = torch.Generator().manual_seed(0)
+        for _ in range(5):
+            for p in model.parameters():
+                p.grad = torch.randn(p.shape, generator=gen, dtype=p.dtype) * 1e-3
+            opt.step()
+        params[fused] = {k: v.detach().clone() for k, v in model.named_parameters()}
+    w0 = dict(init_model(experiment_from_dict({}, over))[0].named_parameters())
+    eps = torch.finfo(getattr(torch, dtype)).eps
+    for k, a in params[False].items():
+        b, moved = params[True][k], (params[False][k] - w0[k]).abs().max()
+        assert moved > 0, k
+        assert (b - a).abs().max() <= 16 * eps * max(1.0, float(a.abs().max())), k
+
+
+def test_fused_training_follows_foreach(tiny_overrides):
+    over = tiny_overrides + ["optim.weight_decay=0.1"]
+    la = _train_steps(experiment_from_dict({}, over))[1]
+    lb = _train_steps(experiment_from_dict({}, over + ["optim.fused=true"]))[1]
+    assert la[0] == lb[0] and la[-1] < la[0]
+    assert lb == pytest.approx(la, rel=1e-3)
+
+
+def test_fused_is_in_the_run_id_only_when_on():
+    base = experiment_from_dict({})
+    assert experiment_from_dict({}, ["optim.fused=false"]).run_id() == base.run_id()
+    assert experiment_from_dict({}, ["optim.fused=true"]).run_id() != base.run_id()
+    with pytest.raises(ConfigError, match=r"^optim\.fused: expected true or false"):
+        experiment_from_dict({}, ["optim.fused=yes please"])
+
+
+def test_a_stack_refuses_fused_runs_and_the_sweep_trains_them_one_by_one(tiny_overrides):
+    cfgs = [experiment_from_dict({}, tiny_overrides + [f"train.init_seed={s}", "optim.fused=true"]) for s in (0, 1)]
+    with pytest.raises(ConfigError, match=r"^optim\.fused: .*config 0 has true"):
+        check_stackable(cfgs)
+    assert not should_stack(cfgs, "cpu")
+
+
+def test_a_fused_run_trains_and_records_the_choice(tmp_path, tiny_overrides):
+    cfg = experiment_from_dict({}, tiny_overrides + ["optim.fused=true", "train.epochs=0.5"])
+    res = train(cfg, tmp_path / "run")
+    assert res.final["status"] == "finished"
+    saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert saved["optim"]["fused"] is True
