@@ -184,6 +184,10 @@ class OptimConfig:
     (the authors' ``AdamW(model.parameters())``,
     code_for_anchor_func/model/choose_optimizer.py); ``'matrices'`` decays
     weight matrices and embeddings only (the textbook choice).
+
+    ``fused``: torch's fused AdamW kernel (one pass per parameter tensor) instead of the ``foreach``
+    update: the same algorithm in another order of floating-point operations, so not the bits of a
+    recorded run; opt-in for new studies, in the run id when on, refused by a stack (docs/engine.md).
     """
 
     lr: float = 1e-5
