@@ -15,6 +15,7 @@ SHAPES = {  # name -> (preset, overrides); data kept small: the step's cost does
 }
 # precision -> (train.amp, train.bf16_path); the path that actually ran is read back from the resolved Precision
 PRECISIONS = {"fp32": ("none", "autocast"), "bf16": ("bf16", "autocast"), "bf16-native": ("bf16", "native")}
+PRECISION_KEYS = ("train.amp", "train.bf16_path")   # what a precision sets, so an override may not
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}   # matmul dtype name -> torch dtype
 
 
@@ -34,8 +35,13 @@ def check_names(shapes: Sequence[str], precisions: Sequence[str]) -> None:
 
 
 def shape_config(name: str, precision: str = "fp32", extra: Sequence[str] = ()) -> ExperimentConfig:
-    """The config a shape trains in a precision (``train.amp`` and ``train.bf16_path`` set from it)."""
+    """The config a shape trains in a precision (``train.amp`` and ``train.bf16_path`` set from it; ``extra``
+    overrides anything else, ``--set``'s one-line error where it names one of those two)."""
     check_names([name], [precision])
+    for o in extra:
+        key = o.partition("=")[0].strip()
+        if key in PRECISION_KEYS:
+            raise ValueError(f"--set: {key} is set by --precisions ({', '.join(PRECISIONS)}); got {o!r}")
     preset, over = SHAPES[name]
     amp, path = PRECISIONS[precision]
     return load_config(preset, [*over, f"train.amp={amp}", f"train.bf16_path={path}", *extra])
