@@ -252,3 +252,24 @@ def test_a_bad_set_is_one_line_before_anything_is_timed(capsys, monkeypatch, ove
     assert main(["bench", "--set", override, "--no-cuda"]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_set_reaches_the_gpu_bench_and_a_stack_it_rules_out_says_why(tiny, monkeypatch):
+    """--set goes to the GPU bench's runs too; optim.fused=true trains one model fused, and the stack it
+    rules out (a stack's update is the foreach one) keeps an untimed row with the ConfigError's line."""
+    import anchorlab.bench.cuda as cuda_mod
+
+    seen = {}
+    monkeypatch.setattr(cuda_mod, "cuda_bench", lambda **kw: seen.update(kw) or (None, None, "skipped"))
+    run_bench(("demo",), ("fp32",), steps={"demo": 1}, warmup=0, clock=FakeClock(), overrides=["optim.fused=true"])
+    assert seen["overrides"] == ("optim.fused=true",)
+
+    trained = []
+    monkeypatch.setattr(cuda_mod, "time_trained",
+                        lambda cfg, g, *a: trained.append((g, cfg.optim.fused)) or (0.01, "fp32"))
+    table, _ = device_bench(torch.device("cpu"), shape="demo", precisions=("fp32",), stacks=(1, 2), steps=2,
+                            min_seconds=3e-3, overrides=["optim.fused=true"])
+    assert trained == [(1, True)]
+    one, stack = table.iloc[0], table.iloc[1]
+    assert one.ms_per_step == pytest.approx(10.0) and one.note == "" and one.overrides == "optim.fused=true"
+    assert stack.models == 2 and pd.isna(stack.ms_per_step) and stack.note.startswith("not timed: optim.fused:")

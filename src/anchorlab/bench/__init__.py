@@ -21,8 +21,9 @@ Shapes: ``demo`` is ``demo/small`` (d_model 128, d_ff 512, batch 256, 2 layers);
 (``train.amp=none``), ``bf16`` (``train.amp=bf16``, ``train.bf16_path=autocast``: torch.autocast's
 per-op casts) and ``bf16-native`` (``train.amp=bf16``, ``train.bf16_path=native``: activations stay
 bfloat16 between ops); float32 master weights and AdamW state in all three. ``--set KEY=VALUE``
-(``overrides``) changes every CPU step's config alike, e.g. ``optim.fused=true``; the steps table records
-it (column ``overrides``).
+(``overrides``) changes every step's config alike, the CPU's and the GPU bench's, e.g. ``optim.fused=true``;
+the steps tables record it (column ``overrides``), and a GPU stack it rules out keeps an untimed row that
+says why (column ``note``).
 
 Nothing here is a test: the targets (:mod:`.targets`: a bf16 step >= 2.5x the fp32 step at the demo
 shape, stretch 3x; >= 40% of the bf16 matmul peak at the paper shape, stretch 50%) are printed as met /

@@ -37,7 +37,7 @@ class BenchResult:
     cuda_steps: pd.DataFrame | None = None
     cuda_layouts: pd.DataFrame | None = None
     cuda_note: str = ""               # why the GPU bench did not run ("" when it ran)
-    overrides: tuple[str, ...] = ()   # --set, applied to every CPU step's config
+    overrides: tuple[str, ...] = ()   # --set, applied to every step's config (CPU and GPU)
 
     def peak(self, dtype: str) -> float:
         """A dtype's ("fp32" / "bf16") peak GFLOP/s on this CPU: its best GEMM row."""
@@ -60,8 +60,8 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
     matmuls are emulated and slow: 43 s a paper-shape step on an AVX2 EPYC) with no warm-up and no
     profile. ``malloc_retain``: as ``train.malloc_retain`` (process-wide once set: compare both settings
     in two processes). ``cuda``: also :func:`anchorlab.bench.cuda.cuda_bench` (``cuda_kw``), which skips
-    where there is no CUDA device. ``overrides`` (``--set KEY=VALUE``): applied to every CPU step's config,
-    e.g. ``optim.fused=true`` (not to the GPU bench's, nor the precision's own ``train.amp`` /
+    where there is no CUDA device. ``overrides`` (``--set KEY=VALUE``): applied to every step's config, the
+    CPU's and the GPU bench's, e.g. ``optim.fused=true`` (not the precision's own ``train.amp`` /
     ``train.bf16_path``)."""
     check_names(shapes, precisions)
     overrides = tuple(overrides)
@@ -104,7 +104,7 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
         from .cuda import cuda_bench
 
         try:
-            gpu = cuda_bench(**{"precisions": list(precisions), **(cuda_kw or {})})
+            gpu = cuda_bench(**{"precisions": list(precisions), "overrides": overrides, **(cuda_kw or {})})
         except Exception as e:  # noqa: BLE001 -- a failing GPU part must not lose the CPU tables measured above
             log.exception("the GPU bench failed")
             gpu = (None, None, f"the GPU bench failed: {type(e).__name__}: {e}")
@@ -130,7 +130,7 @@ def format_result(r: BenchResult) -> str:
                 r.profile_compare().round(3).to_string(index=False)]
     if r.cuda_steps is not None:
         out += ["", "CUDA: training step (models: 1 = one model, more = a stack):",
-                r.cuda_steps.round(2).to_string(index=False)]
+                r.cuda_steps.drop(columns="overrides", errors="ignore").round(2).to_string(index=False)]
         if r.cuda_layouts is not None:
             out += ["", "CUDA: FFN GEMMs per layout:", layout_pivot(r.cuda_layouts).round(1).to_string(index=False)]
     elif r.cuda_note:

@@ -6,7 +6,9 @@ for one model, :func:`anchorlab.train.stacked.train_stack` for a stack) in a tem
 train ``2 * steps`` steps with evaluations at 0, ``steps`` and ``2 * steps``; the first ``steps`` are the
 warm-up and the time per step is the interval between the last two evaluations less the last ones' own
 ``eval_seconds`` (every model's, for a stack). The peak is the best FFN GEMM of the shape on the device
-(:mod:`.gemm`'s layouts).
+(:mod:`.gemm`'s layouts). ``overrides`` (the bench's ``--set``) apply to every config, as on the CPU; a
+stack they make impossible (``optim.fused=true``: a stack's update is the foreach one) keeps its row,
+untimed, with the one-line reason in ``note``.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..config import ExperimentConfig
+from ..config import ConfigError, ExperimentConfig
 from ..train import train
-from ..train.stacked import train_stack
+from ..train.stacked import check_stackable, train_stack
 from .gemm import measure_layouts, peaks
 from .shapes import Clock, check_names, clock_fn, dtype_of, shape_config, train_flops_per_sample
 
@@ -80,23 +82,34 @@ def _eval_seconds(run_dir: Path, step: int) -> float:
 
 def device_bench(device: torch.device, shape: str = "paper", precisions: Sequence[str] = ("fp32", "bf16"),
                  stacks: Sequence[int] = (1, 16), steps: int = 10, clock: str | Clock = "wall",
-                 min_seconds: float = 0.3) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 min_seconds: float = 0.3, overrides: Sequence[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(steps, layouts) on ``device``: per precision and stack size the ms per step, the GFLOP/s of all
-    its models and the % of that dtype's peak on the device; the shape's FFN GEMMs per layout."""
+    its models and the % of that dtype's peak on the device; the shape's FFN GEMMs per layout.
+    ``overrides``: config overrides for every run (recorded in the ``overrides`` column); a stack size
+    they rule out is not timed, its row says why in ``note``."""
     check_names([shape], precisions)
+    overrides = tuple(overrides)
+    cfgs = {p: shape_config(shape, p, extra=overrides) for p in precisions}   # a bad override: before timing
     tick = synced(clock_fn(clock), device)
     layouts = measure_layouts([shape], sorted({dtype_of(p) for p in precisions}), tick, min_seconds, device)
     peak = peaks(layouts)
     rows = []
-    for p in precisions:
-        cfg = shape_config(shape, p)
+    for p, cfg in cfgs.items():
         flops = train_flops_per_sample(cfg.model, cfg.task.seq_len) * cfg.train.batch_size
         for g in stacks:
+            row = {"device": _name(device), "shape": shape, "precision": p, "path": "", "models": g,
+                   "steps": steps, "ms_per_step": float("nan"), "gflops": float("nan"),
+                   "pct_of_peak": float("nan"), "overrides": " ".join(overrides), "note": ""}
+            try:
+                if g > 1:
+                    check_stackable(stack_configs(cfg, g))
+            except ConfigError as e:
+                rows.append({**row, "note": f"not timed: {e}"})
+                continue
             with tempfile.TemporaryDirectory(prefix="anchorlab-bench-") as tmp:
                 sec, path = time_trained(cfg, g, steps, Path(tmp), tick, device)
             gf = g * flops / sec / 1e9
-            rows.append({"device": _name(device), "shape": shape, "precision": p, "path": path, "models": g,
-                         "steps": steps, "ms_per_step": 1e3 * sec, "gflops": gf,
+            rows.append({**row, "path": path, "ms_per_step": 1e3 * sec, "gflops": gf,
                          "pct_of_peak": 100 * gf / peak[dtype_of(p)]})
     return pd.DataFrame(rows), layouts
 
