@@ -273,3 +273,50 @@ def test_set_reaches_the_gpu_bench_and_a_stack_it_rules_out_says_why(tiny, monke
     one, stack = table.iloc[0], table.iloc[1]
     assert one.ms_per_step == pytest.approx(10.0) and one.note == "" and one.overrides == "optim.fused=true"
     assert stack.models == 2 and pd.isna(stack.ms_per_step) and stack.note.startswith("not timed: optim.fused:")
+
+
+def test_rounds_time_every_precision_per_round_and_profile_only_the_first(tiny):
+    r = run_bench(("demo",), ("fp32", "bf16-native"), steps={"demo": 1}, warmup=0, clock=FakeClock(),
+                  profile=True, cuda=False, rounds=3)
+    assert list(r.steps.columns) == STEP_COLUMNS and r.rounds == 3
+    assert list(zip(r.steps["round"], r.steps.precision)) == [(1, "fp32"), (1, "bf16-native"), (2, "fp32"),
+                                                              (2, "bf16-native"), (3, "fp32"), (3, "bf16-native")]
+    first = r.steps["round"] == 1
+    assert r.steps.cast_share[first].notna().all() and r.steps.cast_share[~first].isna().all()
+    for _, g in r.steps.groupby("round"):          # each round's speed-up is against its own fp32 step
+        fp32 = g[g.precision == "fp32"].ms_per_step.item()
+        assert g.speedup_vs_fp32.tolist() == pytest.approx([fp32 / ms for ms in g.ms_per_step])
+    summ = r.summary().set_index("precision")
+    assert summ.rounds.tolist() == [3, 3]
+    native = r.steps[r.steps.precision == "bf16-native"]
+    assert summ.speedup_median["bf16-native"] == pytest.approx(native.speedup_vs_fp32.median())
+    text = format_result(r)
+    assert "over the 3 rounds" in text and "demo shape, bf16-native (native path): step" in text
+    assert "(median of 3 rounds, " in text
+
+
+def test_targets_read_the_median_round_against_its_own_fp32_step():
+    # per round: fp32 30/24/36 ms, bf16 12/10/13 ms -> 2.50x, 2.40x, 2.77x: the median round 2.50x (met)
+    rows = []
+    for rnd, (f, b) in enumerate([(30.0, 12.0), (24.0, 10.0), (36.0, 13.0)], 1):
+        rows += [{"shape": "demo", "precision": "fp32", "round": rnd, "path": "fp32", "ms_per_step": f,
+                  "pct_of_peak": 70.0},
+                 {"shape": "demo", "precision": "bf16", "round": rnd, "path": "autocast", "ms_per_step": b,
+                  "pct_of_peak": 20.0}]
+    lines = BenchResult(ZEN4, 1, "wall", pd.DataFrame(columns=["dtype", "gflops"]), pd.DataFrame(rows),
+                        cpu="Some CPU").verdicts()
+    assert lines[1] == ("demo shape, bf16 (autocast path): step 2.50x the fp32 step (median of 3 rounds, "
+                        "2.40x-2.77x) (target >= 2.5x: met; stretch 3x: not met)")
+    rows[1]["ms_per_step"] = 12.5                   # round 1 now 2.40x: the median round 2.40x, not met
+    lines = BenchResult(ZEN4, 1, "wall", pd.DataFrame(columns=["dtype", "gflops"]), pd.DataFrame(rows),
+                        cpu="Some CPU").verdicts()
+    assert "step 2.40x the fp32 step (median of 3 rounds, 2.40x-2.77x) (target >= 2.5x: not met;" in lines[1]
+
+
+@pytest.mark.parametrize("bad", ["0", "-2"])
+def test_rounds_below_one_is_a_one_line_error(capsys, bad):
+    from anchorlab.cli import main
+
+    assert main(["bench", "--rounds", bad, "--no-cuda"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--rounds: must be a whole number >= 1, got {bad}" in err and len(err.splitlines()) == 1

@@ -25,6 +25,10 @@ bfloat16 between ops); float32 master weights and AdamW state in all three. ``--
 the steps tables record it (column ``overrides``), and a GPU stack it rules out keeps an untimed row that
 says why (column ``note``).
 
+``--rounds N`` (``rounds``) times every precision once per round, in turn, N times: the step table gets one
+row per round (column ``round``; the speed-up is against the same round's float32 step), the printout the
+median, min and max over the rounds, and the targets read the median round.
+
 Nothing here is a test: the targets (:mod:`.targets`: a bf16 step >= 2.5x the fp32 step at the demo
 shape, stretch 3x; >= 40% of the bf16 matmul peak at the paper shape, stretch 50%) are printed as met /
 not met with the CPU's name and bfloat16 units, never asserted.

@@ -14,11 +14,11 @@ from ..train.run import numerics
 from .gemm import layout_pivot, measure_layouts, peaks
 from .shapes import Clock, check_names, clock_fn, dtype_of, shape_config, train_flops_per_sample
 from .steps import profile_compare, time_steps
-from .targets import verdicts
+from .targets import round_summary, verdicts
 
 log = logging.getLogger(__name__)
 
-STEP_COLUMNS = ["shape", "precision", "path", "d_model", "d_ff", "batch", "steps", "ms_per_step", "gflops",
+STEP_COLUMNS = ["shape", "precision", "round", "path", "d_model", "d_ff", "batch", "steps", "ms_per_step", "gflops",
                 "pct_of_peak", "speedup_vs_fp32", "cast_share", "forward_ms", "backward_ms", "optimizer_ms",
                 "page_faults_per_step", "overrides"]
 
@@ -43,6 +43,14 @@ class BenchResult:
         """A dtype's ("fp32" / "bf16") peak GFLOP/s on this CPU: its best GEMM row."""
         return float(peaks(self.layouts).get(dtype, float("nan")))
 
+    @property
+    def rounds(self) -> int:
+        return int(self.steps["round"].max()) if "round" in self.steps and len(self.steps) else 1
+
+    def summary(self) -> pd.DataFrame:
+        """Per shape and precision over the rounds: median (min-max) of the step and the speed-up."""
+        return round_summary(self.steps)
+
     def verdicts(self) -> list[str]:
         return verdicts(self.steps, self.units, self.cpu or "unknown CPU")
 
@@ -54,7 +62,7 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
               steps: dict[str, int] | None = None, warmup: int = 2, threads: int = 1, clock: str | Clock = "wall",
               profile: bool = False, min_seconds: float = 0.6, emulated_steps: int = 1,
               malloc_retain: bool = True, cuda: bool = True, cuda_kw: dict | None = None,
-              overrides: Sequence[str] = ()) -> BenchResult:
+              overrides: Sequence[str] = (), rounds: int = 1) -> BenchResult:
     """Measure the GEMM layouts and the steps (see :mod:`anchorlab.bench`). ``steps``: timed steps per shape
     (default demo 20, paper 4); bf16 on a CPU without bf16 units is capped at ``emulated_steps`` (its
     matmuls are emulated and slow: 43 s a paper-shape step on an AVX2 EPYC) with no warm-up and no
@@ -62,8 +70,12 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
     in two processes). ``cuda``: also :func:`anchorlab.bench.cuda.cuda_bench` (``cuda_kw``), which skips
     where there is no CUDA device. ``overrides`` (``--set KEY=VALUE``): applied to every step's config, the
     CPU's and the GPU bench's, e.g. ``optim.fused=true`` (not the precision's own ``train.amp`` /
-    ``train.bf16_path``)."""
+    ``train.bf16_path``). ``rounds``: the step timings that many times over, every precision once per round
+    in turn (so a slow spell of a shared machine falls on all of them); ``speedup_vs_fp32`` is against the
+    same round's float32 step, the targets read the median round, and only the first round is profiled."""
     check_names(shapes, precisions)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"--rounds: must be a whole number >= 1, got {rounds!r}")
     overrides = tuple(overrides)
     shape_config(shapes[0], extra=overrides)   # a bad --set: its one-line error before anything is timed
     steps = {"demo": 20, "paper": 4, **(steps or {})}
@@ -76,29 +88,32 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
         layouts = measure_layouts(shapes, dtypes, tick, min_seconds)
         peak = peaks(layouts)
         rows, profiles, splits = [], {}, {}
-        for name in shapes:
-            for p in precisions:
-                cfg = shape_config(name, p, extra=overrides)
-                n, w, prof_this = steps[name], warmup, profile
-                if dtype_of(p) == "bf16" and not units.bf16:
-                    n, w, prof_this = min(n, emulated_steps), 0, False
-                t, prof = time_steps(cfg, n, w, tick, prof_this)
-                flops = train_flops_per_sample(cfg.model, cfg.task.seq_len) * cfg.train.batch_size
-                gf = flops / t.seconds / 1e9
-                rows.append({"shape": name, "precision": p, "path": t.path, "d_model": cfg.model.d_model,
-                             "d_ff": cfg.model.d_ff, "batch": cfg.train.batch_size, "steps": n,
-                             "ms_per_step": 1e3 * t.seconds, "gflops": gf, "pct_of_peak": 100 * gf / peak[dtype_of(p)],
-                             "cast_share": t.cast_share, "forward_ms": 1e3 * t.forward,
-                             "backward_ms": 1e3 * t.backward, "optimizer_ms": 1e3 * t.optimizer,
-                             "page_faults_per_step": t.page_faults, "overrides": " ".join(overrides)})
-                if prof is not None:
-                    profiles[(name, p)] = prof
-                if t.split is not None:
-                    splits[(name, p)] = t.split
+        for rnd in range(1, rounds + 1):
+            for name in shapes:
+                for p in precisions:
+                    cfg = shape_config(name, p, extra=overrides)
+                    n, w, prof_this = steps[name], warmup, profile and rnd == 1
+                    if dtype_of(p) == "bf16" and not units.bf16:
+                        n, w, prof_this = min(n, emulated_steps), 0, False
+                    t, prof = time_steps(cfg, n, w, tick, prof_this)
+                    flops = train_flops_per_sample(cfg.model, cfg.task.seq_len) * cfg.train.batch_size
+                    gf = flops / t.seconds / 1e9
+                    rows.append({"shape": name, "precision": p, "round": rnd, "path": t.path,
+                                 "d_model": cfg.model.d_model, "d_ff": cfg.model.d_ff, "batch": cfg.train.batch_size,
+                                 "steps": n, "ms_per_step": 1e3 * t.seconds, "gflops": gf,
+                                 "pct_of_peak": 100 * gf / peak[dtype_of(p)], "cast_share": t.cast_share,
+                                 "forward_ms": 1e3 * t.forward, "backward_ms": 1e3 * t.backward,
+                                 "optimizer_ms": 1e3 * t.optimizer, "page_faults_per_step": t.page_faults,
+                                 "overrides": " ".join(overrides)})
+                    if prof is not None:
+                        profiles[(name, p)] = prof
+                    if t.split is not None:
+                        splits[(name, p)] = t.split
     steps_df = pd.DataFrame(rows, columns=[c for c in STEP_COLUMNS if c != "speedup_vs_fp32"])
-    base = steps_df[steps_df.precision == "fp32"].set_index("shape").ms_per_step
+    base = steps_df[steps_df.precision == "fp32"].set_index(["shape", "round"]).ms_per_step
     steps_df.insert(STEP_COLUMNS.index("speedup_vs_fp32"), "speedup_vs_fp32",
-                    [base.get(s, float("nan")) / ms for s, ms in zip(steps_df["shape"], steps_df.ms_per_step)])
+                    [base.get((s, r), float("nan")) / ms
+                     for s, r, ms in zip(steps_df["shape"], steps_df["round"], steps_df.ms_per_step)])
     gpu: tuple = (None, None, "the GPU bench not asked for")
     if cuda:
         from .cuda import cuda_bench
@@ -122,6 +137,9 @@ def format_result(r: BenchResult) -> str:
     out.append(layout_pivot(r.layouts).round(1).to_string(index=False))
     out += ["", "training step (path: what ran; cast_share: casts / forward+backward operator time):",
             r.steps.drop(columns="overrides").round(3).to_string(index=False)]
+    if r.rounds > 1:
+        out += ["", f"over the {r.rounds} rounds (median, min, max; speed-up against the same round's fp32 step):",
+                r.summary().round(3).to_string(index=False)]
     for (shape, p), prof in r.profiles.items():
         out += ["", f"operator time, {shape} {p}, whole step (self CPU ms per step):",
                 prof.round(3).to_string(index=False)]

@@ -174,6 +174,9 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
                          "bf16-native (train.amp=bf16, bf16_path=native)")
     sp.add_argument("--steps", default="demo=20,paper=4", help="timed steps per shape")
     sp.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    sp.add_argument("--rounds", type=int, default=1,
+                    help="time the steps this many times, every precision once per round in turn; the "
+                         "speed-up is against the same round's fp32 step and the targets read the median round")
     sp.add_argument("--threads", type=int, default=1, help="torch threads (training uses 1 per worker)")
     sp.add_argument("--clock", default="wall", choices=["wall", "process"],
                     help="process: this process's CPU seconds (fair on a machine shared with other jobs)")

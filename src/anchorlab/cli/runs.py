@@ -136,7 +136,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
     try:
         r = run_bench(a.shapes.split(","), a.precisions.split(","), steps=steps, warmup=a.warmup, threads=a.threads,
                       clock=a.clock, profile=a.profile, malloc_retain=not a.no_malloc_retain, cuda=not a.no_cuda,
-                      overrides=a.set)
+                      overrides=a.set, rounds=a.rounds)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     print(format_result(r))
