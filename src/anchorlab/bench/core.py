@@ -14,7 +14,7 @@ from ..train.run import numerics
 from .gemm import layout_pivot, measure_layouts, peaks
 from .shapes import Clock, check_names, clock_fn, dtype_of, shape_config, train_flops_per_sample
 from .steps import profile_compare, time_steps
-from .targets import round_summary, verdicts
+from .targets import round_summary, speedups, verdicts
 
 log = logging.getLogger(__name__)
 
@@ -110,10 +110,7 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
                     if t.split is not None:
                         splits[(name, p)] = t.split
     steps_df = pd.DataFrame(rows, columns=[c for c in STEP_COLUMNS if c != "speedup_vs_fp32"])
-    base = steps_df[steps_df.precision == "fp32"].set_index(["shape", "round"]).ms_per_step
-    steps_df.insert(STEP_COLUMNS.index("speedup_vs_fp32"), "speedup_vs_fp32",
-                    [base.get((s, r), float("nan")) / ms
-                     for s, r, ms in zip(steps_df["shape"], steps_df["round"], steps_df.ms_per_step)])
+    steps_df.insert(STEP_COLUMNS.index("speedup_vs_fp32"), "speedup_vs_fp32", speedups(steps_df))
     gpu: tuple = (None, None, "the GPU bench not asked for")
     if cuda:
         from .cuda import cuda_bench

@@ -24,6 +24,14 @@ def _judge(x: float, target: float, stretch: float, applies: bool, fmt: str) -> 
             f"stretch {fmt.format(stretch)}: {'met' if x >= stretch else 'not met'}")
 
 
+def speedups(steps: pd.DataFrame) -> list[float]:
+    """Each row's speed-up: the fp32 step of the same shape and round over its own (NaN without one); a
+    table without a ``round`` column is one round."""
+    rnd = steps["round"] if "round" in steps else pd.Series(1, index=steps.index)
+    base = steps.assign(round=rnd)[steps.precision == "fp32"].set_index(["shape", "round"]).ms_per_step
+    return [base.get((s, r), float("nan")) / ms for s, r, ms in zip(steps["shape"], rnd, steps.ms_per_step)]
+
+
 def round_summary(steps: pd.DataFrame) -> pd.DataFrame:
     """Per shape and precision (and the path that ran): the rounds' median, min and max of ms_per_step and
     of the speed-up against the same round's fp32 step, and the median % of peak. A table without a
@@ -32,10 +40,7 @@ def round_summary(steps: pd.DataFrame) -> pd.DataFrame:
             "speedup_min", "speedup_max", "pct_of_peak_median"]
     if steps.empty:
         return pd.DataFrame(columns=cols)
-    t = steps.assign(round=steps["round"] if "round" in steps else 1)
-    base = t[t.precision == "fp32"].set_index(["shape", "round"]).ms_per_step
-    t = t.assign(x=[base.get((s, r), float("nan")) / ms for s, r, ms in zip(t["shape"], t["round"], t.ms_per_step)],
-                 path=t["path"] if "path" in t else "?")
+    t = steps.assign(x=speedups(steps), path=steps["path"] if "path" in steps else "?")
     g = t.groupby(["shape", "precision", "path"], sort=False)
     out = pd.DataFrame({"rounds": g.size(), "ms_median": g.ms_per_step.median(), "ms_min": g.ms_per_step.min(),
                         "ms_max": g.ms_per_step.max(), "speedup_median": g.x.median(), "speedup_min": g.x.min(),
@@ -81,4 +86,4 @@ def verdicts(steps: pd.DataFrame, units: CpuMatrixUnits, cpu: str) -> list[str]:
 
 
 __all__ = ["STRETCH_DEMO_SPEEDUP", "STRETCH_PAPER_PEAK", "TARGET_DEMO_SPEEDUP", "TARGET_PAPER_PEAK", "round_summary",
-           "verdicts"]
+           "speedups", "verdicts"]
