@@ -187,7 +187,7 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
                     help="leave glibc's malloc thresholds alone (as train.malloc_retain=false)")
     sp.add_argument("--csv", metavar="PATH", help="also write the step table (and PATH's stem + _layouts.csv, "
                                                   "_profile.csv with --profile, _cuda.csv where a GPU ran)")
-    overrides(sp, "a config override for every step (CPU and GPU), e.g. optim.fused=true (not train.amp / train.bf16_path: "
-                  "--precisions sets those)")
+    overrides(sp, "a config override for every step (CPU and GPU), e.g. optim.fused=true "
+                  "(not train.amp / train.bf16_path: --precisions sets those)")
     sp.set_defaults(fn=handlers["bench"])
     return p
