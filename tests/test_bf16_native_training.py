@@ -22,6 +22,7 @@ TINY = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=102
         "train.batch_size=64", "train.epochs=2", "train.eval_every=8", "optim.lr=1e-3", "optim.warmup_epochs=0.5",
         "optim.warmup_multiplier=2", "optim.cosine_epochs=1.5", "optim.min_lr=1e-4", "train.threads=1"]
 NATIVE = TINY + ["train.amp=bf16", "train.bf16_path=native"]
+AUTOCAST = TINY + ["train.amp=bf16", "train.bf16_path=autocast"]
 
 
 def losses(final: dict) -> list[float]:
@@ -33,7 +34,7 @@ def native_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("native")
     cfg = experiment_from_dict({}, NATIVE)
     full, part, resumed = train_stop_resume(cfg, root)
-    auto = train(experiment_from_dict({}, TINY + ["train.amp=bf16"]), root / "autocast").final
+    auto = train(experiment_from_dict({}, AUTOCAST), root / "autocast").final
     return root, cfg, full, part, resumed, auto
 
 
@@ -50,7 +51,7 @@ def test_native_run_records_its_path_and_keeps_float32_state(native_runs):
         assert st["exp_avg"].dtype == st["exp_avg_sq"].dtype == torch.float32
     assert losses(full)[-1] < losses(full)[0]
     # another path, another run id; the same run trained with autocast is close, not equal
-    assert cfg.run_id() != experiment_from_dict({}, TINY + ["train.amp=bf16"]).run_id()
+    assert cfg.run_id() != experiment_from_dict({}, AUTOCAST).run_id()
     assert losses(full) != losses(auto)
     assert losses(full) == pytest.approx(losses(auto), rel=2e-2)
 

@@ -313,7 +313,7 @@ def test_the_documented_robustness_command_trains_the_cells_large_and_small_init
     from anchorlab.tasks.anchor.opsets import random_op_sets
 
     sets = ["model.d_ff=384", "init.ref_width=400", "optim.lr=1e-5", "optim.min_lr=1e-5", "train.amp=auto",
-            "train.epochs=236.4",
+            "train.bf16_path=autocast", "train.epochs=236.4",
             "optim.warmup_epochs=11.26", "optim.cosine_epochs=225.14", "train.eval_every=1000"]
     lrs = [6.25e-5, 8.84e-5, 1.25e-4, 1.77e-4, 2.5e-4, 3.54e-4, 5e-4, 7.07e-4, 1e-3]
     spec = study_spec("demo/small", random_op_sets(3, 0), [0, 1, 2],

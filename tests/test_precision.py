@@ -20,7 +20,7 @@ AVX2 = CpuMatrixUnits("AVX2", amx=False, avx512_bf16=False)
 TINY = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024", "task.n_eval_per_group=16",
         "train.batch_size=64", "train.epochs=2", "train.eval_every=8", "optim.lr=1e-3", "optim.warmup_epochs=0.5",
         "optim.warmup_multiplier=2", "optim.cosine_epochs=1.5", "optim.min_lr=1e-4", "train.threads=1",
-        "train.amp=bf16"]
+        "train.amp=bf16", "train.bf16_path=autocast"]   # this file covers autocast; native: test_bf16_native*.py
 
 
 def test_auto_picks_bf16_only_on_a_cpu_with_bf16_units():

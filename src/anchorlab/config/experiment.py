@@ -9,14 +9,16 @@ where the papers are vague are documented on the field and in ``docs/choices.md`
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from .base import (ConfigError, Select, apply_overrides, check_choice, check_range, coerce, config_hash, fail,
                    from_dict, load_yaml, to_dict)
+from .precision_rules import BF16_PATHS, auto_bf16_path, matmul_amp  # noqa: F401 -- re-exported
 from .stop_rule import STOP_RULE, parse_stop_rule  # noqa: F401 -- re-exported
 
 
@@ -72,6 +74,8 @@ class ModelConfig:
     (the authors' journal block: only the query input is normalized, keys and
     values read the raw residual; code_for_anchor_func/model/GPT2_init_for_diff_part_prenorm.py).
     """
+
+    native_bf16: ClassVar[bool] = True   # train.bf16_path 'auto' -> 'native' (model/bf16.py covers every arch)
 
     arch: str = "neurips"
     n_layers: int = 2
@@ -226,18 +230,6 @@ class OptimConfig:
 
 
 # -------------------------------------------------------------------------- train
-BF16_PATHS = ("autocast", "native")
-
-
-def matmul_amp(amp: str, device_type: str, cpu_bf16_units: bool) -> str:
-    """What ``train.amp`` resolves to on a device: "bf16" or "none". ``auto`` is bf16 only on a CPU with
-    bf16 matrix units (``cpu_bf16_units``); ``bf16`` is bf16 everywhere (emulated, and slow, on a CPU
-    without them). The one rule: train/precision.py applies it to a run, reproduce/estimate.py to a cost."""
-    if amp == "bf16" or (amp == "auto" and device_type == "cpu" and cpu_bf16_units):
-        return "bf16"
-    return "none"
-
-
 @dataclass(frozen=True)
 class TrainConfig:
     """Loop settings. ``epochs`` may be fractional; ``max_steps`` (if > 0) caps it.
@@ -264,9 +256,12 @@ class TrainConfig:
     malloc_retain: bool = field(default=True, metadata={"identity": False})
     compile: bool = False
     amp: str = "none"            # "none" | "bf16" | "auto" (bf16 on a CPU with bf16 matrix units; train/precision.py)
-    # in the run id only for a bf16 run off the default, so no recorded run id moves (docs/choices.md)
-    bf16_path: str = field(default="autocast", metadata={"identity": "unless_default",  # "autocast" (torch.autocast, every run recorded before the field) | "native" (bf16 activations between ops; docs/engine.md)
-                                                        "identity_when": lambda c: c.amp != "none"})
+    # "auto" (native for the anchorlab Transformer in float32 without compile, else autocast; resolved when the
+    # whole config is built, so a saved config names the path that ran; config/precision_rules.py) | "native" (bf16 activations between ops;
+    # docs/engine.md) | "autocast" (torch.autocast, every recorded bf16 study). In the run id only for a bf16
+    # run on the native path, so no run id recorded before the field moves (docs/choices.md)
+    bf16_path: str = field(default="auto", metadata={"identity_when": lambda c: c.amp != "none"
+                                                    and c.bf16_path == "native"})
     tf32: bool = False
     log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
     # log the early predictors of the anchor task (analysis/predictors) at each eval; not part of the run id
@@ -323,6 +318,9 @@ class ExperimentConfig:
 
     def __post_init__(self) -> None:
         self.task.check_model(self.model)
+        if self.train.bf16_path == "auto":   # resolved here, once: the saved config and the run id name the path
+            path = auto_bf16_path(self.model, self.train)
+            object.__setattr__(self, "train", dataclasses.replace(self.train, bf16_path=path))
 
     def to_dict(self) -> dict[str, Any]:
         return to_dict(self)

@@ -41,7 +41,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..config.experiment import matmul_amp
+from ..config.precision_rules import matmul_amp
 
 CPU_FLOPS = 1.0e11
 CPU_BF16_FLOPS = 2.5e11
@@ -88,7 +88,7 @@ def cpu_has_bf16_flags() -> bool:
 
 def cpu_rate(cfg: Any, bf16_units: bool | None = None) -> float:
     """FLOP/s per CPU worker for ``cfg``: its ``train.amp`` resolved on this CPU by the run's own rule
-    (:func:`anchorlab.config.experiment.matmul_amp`; ``bf16_units``: None reads this CPU's flags):
+    (:func:`anchorlab.config.precision_rules.matmul_amp`; ``bf16_units``: None reads this CPU's flags):
     ``CPU_BF16_FLOPS`` for bf16 on bf16 units, ``CPU_EMULATED_BF16_FLOPS`` for bf16 without them,
     else ``CPU_FLOPS``."""
     units = cpu_has_bf16_flags() if bf16_units is None else bf16_units

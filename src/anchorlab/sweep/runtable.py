@@ -364,6 +364,7 @@ def row_config(row: Mapping[str, Any]) -> Any:
     a :class:`~anchorlab.config.ConfigError` where the row does not hold a whole config (a committed row
     of an older schema)."""
     from ..config import experiment_from_dict
+    from ..config.precision_rules import as_recorded
 
     nested: dict[str, dict[str, Any]] = {}
     for key, v in row.items():
@@ -373,7 +374,7 @@ def row_config(row: Mapping[str, Any]) -> Any:
     if set(nested) != set(SECTIONS) or any(all(v is None for v in nested[sec].values()) for sec in SECTIONS):
         raise ConfigError(f"run {row.get('run_id')}: its row holds no whole config (sections "
                           f"{', '.join(sorted(nested)) or 'none'})")
-    cfg = experiment_from_dict(nested)
+    cfg = experiment_from_dict(as_recorded(nested))   # a row from before train.bf16_path trained on autocast
     if row.get("run_id") and cfg.run_id() != row["run_id"]:
         raise ConfigError(f"run {row['run_id']}: the config rebuilt from its row has run id {cfg.run_id()}")
     return cfg

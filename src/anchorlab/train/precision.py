@@ -17,11 +17,16 @@ final.json (``precision``).
 
 ``train.bf16_path`` says how a bf16 run computes (:attr:`Precision.path`):
 
-* ``autocast`` -- ``torch.autocast``: float32 activations, each matmul casts its
-  inputs to bfloat16 (every recorded bf16 run trained this way);
 * ``native`` -- activations stay bfloat16 between ops, float32 only where
   chosen (loss, softmax and LayerNorm statistics), matmuls on a bfloat16 copy
-  of the weights refreshed once per optimizer step (:mod:`.bf16_native`).
+  of the weights refreshed once per optimizer step (:mod:`anchorlab.model.bf16`);
+* ``autocast`` -- ``torch.autocast``: float32 activations, each matmul casts its
+  inputs to bfloat16 (every committed bf16 study trained this way, and pins it);
+* ``auto`` (the default) -- ``native`` for the anchorlab Transformer with
+  ``train.compile`` off and ``train.dtype`` float32, ``autocast`` otherwise;
+  resolved when the config is built
+  (:func:`anchorlab.config.precision_rules.auto_bf16_path`), so what reaches this
+  module is ``native`` or ``autocast``.
 
 A float32 run's path is ``fp32`` whatever ``bf16_path`` says.
 """
@@ -37,7 +42,7 @@ from pathlib import Path
 import torch
 
 from ..config import ConfigError
-from ..config.experiment import matmul_amp
+from ..config.precision_rules import matmul_amp
 from ..model.bf16 import WeightCache, native_bf16
 
 log = logging.getLogger(__name__)
@@ -137,8 +142,11 @@ def device_label(device: torch.device, units: CpuMatrixUnits | None = None) -> s
 def resolve_precision(amp: str, device: torch.device, units: CpuMatrixUnits | None = None,
                       bf16_path: str = "autocast") -> Precision:
     """``train.amp`` on ``device`` -> :class:`Precision` with the device in words (logs one line when bf16
-    is slow or declined); the rule itself is :func:`anchorlab.config.experiment.matmul_amp`.
+    is slow or declined); the rule itself is :func:`anchorlab.config.precision_rules.matmul_amp`.
     ``bf16_path`` (``train.bf16_path``) is the path of a run that resolves to bf16; float32 stays ``fp32``."""
+    if bf16_path not in PATHS[1:]:
+        raise ValueError(f"bf16_path: 'autocast' or 'native' (config.precision_rules.auto_bf16_path resolves "
+                         f"'auto'), got {bf16_path!r}")
     p = _resolve(amp, device, units)
     return dataclasses.replace(p, device=device_label(device, units), path=bf16_path if p.amp == "bf16" else "fp32")
 

@@ -38,7 +38,8 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..config import ConfigError, ExperimentConfig, dump_config, experiment_from_dict
+from ..config import ConfigError, ExperimentConfig, dump_config, experiment_from_dict, load_yaml
+from ..config.precision_rules import as_recorded
 from ..io import atomic_write, read_json, write_json, write_text
 from ..progress import Progress  # noqa: F401 - re-exported for the trainers
 from ..registry import CALLBACKS, MODELS, load
@@ -167,13 +168,12 @@ def read_history(run_dir: Path, upto_step: int | None = None) -> list[dict[str, 
 
 
 def config_of(run_dir: str | Path) -> ExperimentConfig:
-    """The config a run directory was trained with (a corrupt config.yaml: one line naming the file)."""
-    from ..config import load_yaml
-
+    """The config a run directory was trained with (a corrupt config.yaml: one line naming the file); one
+    from before ``train.bf16_path`` trained on autocast (:func:`~anchorlab.config.precision_rules.as_recorded`)."""
     path = Path(run_dir) / "config.yaml"
     if not path.exists():
         raise ConfigError(f"run {run_dir}: no config.yaml; not a run directory")
-    return experiment_from_dict(load_yaml(path))
+    return experiment_from_dict(as_recorded(load_yaml(path)))
 
 
 def check_run_dir(run_dir: Path, cfg: ExperimentConfig) -> None:
