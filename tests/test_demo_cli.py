@@ -26,6 +26,10 @@ def test_demo_writes_summary_and_plot(tmp_path, capsys):
         assert {"gamma", "id_acc", "ood_inferential_acc", "ood_symmetric_acc", "wall_seconds"} <= set(s)
         assert 0.0 <= s["id_acc"] <= 1.0
     assert summary[0]["gamma"] < summary[1]["gamma"]
+    # the path that ran, in words: the default (train.amp auto, bf16_path auto) is native where bf16 is
+    from anchorlab.train.precision import cpu_matrix_units
+    assert {s["precision"] for s in summary} == {"bf16 native" if cpu_matrix_units().bf16 else "float32"}
+    assert "precision" in out
     assert (tmp_path / "ood_over_training.png").stat().st_size > 1000
     for sub in ("large_init", "small_init"):
         for f in ("config.yaml", "metrics.jsonl", "param_table.csv", "final.json"):

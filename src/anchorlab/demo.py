@@ -143,7 +143,15 @@ def _row(run_dir: Path) -> dict[str, Any]:
             "train_acc": f["train_acc"], "ood_inferential_acc": f["ood_inferential_acc"],
             "ood_symmetric_acc": f["ood_symmetric_acc"], "ood_other_frac": f["ood_other_frac"],
             "top_deviations": ", ".join(f"{d:+d}: {p:.0%}" for d, p in dev),
-            "steps": final["steps"], "wall_seconds": round(final["wall_seconds"], 1), "run_dir": str(run_dir)}
+            "steps": final["steps"], "wall_seconds": round(final["wall_seconds"], 1),
+            "precision": precision_label(final.get("precision") or {}), "run_dir": str(run_dir)}
+
+
+def precision_label(p: dict[str, Any]) -> str:
+    """A run's recorded precision in a word or two: ``float32``, ``bf16 native`` or ``bf16 autocast``."""
+    if p.get("matmul_dtype") != "bfloat16":
+        return p.get("matmul_dtype") or "unrecorded"
+    return f"bf16 {p.get('path', 'autocast')}"     # a run recorded before the path existed trained on autocast
 
 
 def _measured_or_none() -> dict[str, Any] | None:
