@@ -87,26 +87,26 @@ def test_the_demos_measured_rate_is_read_from_the_committed_study(tmp_path, monk
     from anchorlab import demo
 
     figs = Path(__file__).parents[1] / "docs" / "figures"
-    t = pd.read_csv(figs / "demo_rule_cpu_rates.csv")
+    t = pd.read_csv(figs / "demo_rule_native_cpu_rates.csv")
     m = demo.measured()
     assert [r["threshold"] for r in m["rates"]] == list(t.threshold) and m["cases"] == int(t.cases.iloc[0])
     assert [r["papers_rule_op_sets"] for r in m["rates"]] == [round(x.paper_contrast_rate * x.cells)
                                                               for x in t.itertuples()]
     assert (m["op_sets"], m["seeds"], len(m["peak_lrs"])) == (5, 3, 3)
-    assert "1/5 op sets at OOD >= 0.5" in demo.measured_line() and "18% / 4% of 45 cases" in demo.measured_line()
+    assert "2/5 op sets at OOD >= 0.5" in demo.measured_line() and "27% / 11% of 45 cases" in demo.measured_line()
     assert not hasattr(demo, "MEASURED")
 
     other = tmp_path / "figs"
     other.mkdir()
-    shutil.copy(figs / "demo_rule_cpu_cases.csv", other)
-    t.assign(paper_contrast_rate=[0.8, 0.8], contrast_rate=[0.5, 0.25]).to_csv(other / "demo_rule_cpu_rates.csv")
+    shutil.copy(figs / "demo_rule_native_cpu_cases.csv", other)
+    t.assign(paper_contrast_rate=[0.8, 0.8], contrast_rate=[0.5, 0.25]).to_csv(other / "demo_rule_native_cpu_rates.csv")
     monkeypatch.setenv("ANCHORLAB_FIGURES", str(other))
     line = demo.measured_line()
     assert "4/5 op sets at OOD >= 0.5" in line and "50% / 25% of 45 cases" in line and "at or above the 80%" in line
 
     monkeypatch.setenv("ANCHORLAB_FIGURES", str(tmp_path / "nowhere"))
     line = demo.measured_line(["train.epochs=1"])
-    assert "\n" not in line and "demo_rule_cpu_rates.csv" in line and "ANCHORLAB_FIGURES" in line
+    assert "\n" not in line and "demo_rule_native_cpu_rates.csv" in line and "ANCHORLAB_FIGURES" in line
     assert "this run changes it" not in line      # nothing measured at hand, so nothing changed from it
 
 
@@ -134,3 +134,27 @@ def test_the_plain_sentence_names_the_bar_and_the_accuracy_it_missed():
     v = plain_verdict(t)
     assert "memorized (answered the mirror)" in v
     assert "did not compose at the 0.8 the contrast asks (inferential 0.70)" in v and "does not show" in v
+
+
+def test_the_measured_study_command_trains_the_committed_runs():
+    """demo.MEASURED_STUDY, parsed by the CLI and expanded as its --dry-run does, gives exactly the run ids of
+    the committed tables the demo reads (so the command still reproduces them: same op sets, same path)."""
+    import shlex
+    from pathlib import Path
+
+    import pandas as pd
+
+    from anchorlab import demo
+    from anchorlab.cli.args import parse_setting
+    from anchorlab.cli import build_parser
+    from anchorlab.robustness import DEFAULT_SETTINGS, random_op_sets, study_spec
+    from anchorlab.sweep.grid import expand
+
+    a = build_parser().parse_args(shlex.split(demo.MEASURED_STUDY)[1:])
+    settings = [parse_setting(s) for s in a.setting] or list(DEFAULT_SETTINGS)
+    ops = random_op_sets(a.op_sets, a.op_seed, include_papers=not a.no_papers_op_set)
+    spec = study_spec(a.config, ops, list(range(a.seeds)), settings, a.set, vary={"optim.peak_lr": list(a.peak_lrs)})
+    runs = expand(spec)
+    cases = pd.read_csv(Path(__file__).parents[1] / "docs" / "figures" / f"{demo.MEASURED_TABLES}_cases.csv")
+    assert sorted(r.run_id for r in runs) == sorted(cases.run_id)
+    assert {r.config.train.bf16_path for r in runs} == {"native"}

@@ -37,6 +37,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "fig2-hero": f2.fig2_hero,
     "demo-pair": f2.demo_pair,
     "demo-rule": f2.demo_rule,
+    "demo-rule-paths": f2.demo_rule_paths,
     "task": f2.task_paragraph,
     "c1-clock": f2.c1_clock,
     "c1-bracket": f2.c1_bracket,

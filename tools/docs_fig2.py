@@ -145,19 +145,50 @@ def demo_pair() -> str:
     return md_table(["arm", "plain gamma", "width", "std (fan-in = width)", "paper gamma", "side"], rows)
 
 
+DEMO_RULE_PATHS = (("native", "demo_rule_native_cpu"), ("autocast", "demo_rule_cpu"))   # the default path first
+
+
 def demo_rule() -> str:
-    """The demo setting's measured rate (the robustness study over op sets x seeds x peak lrs)."""
-    rates, cases = table("demo_rule_cpu_rates.csv"), table("demo_rule_cpu_cases.csv")
-    n_op, n_seed = cases.op_set.nunique(), cases.seed.nunique()
-    lrs = ", ".join(sci(p) for p in sorted(cases.peak_lr.unique()))
-    rows = []
-    for r in rates.itertuples():
-        rows.append([f">= {r.threshold:g}", f"{ratio(round(r.paper_contrast_rate * r.cells), r.cells)} op sets",
-                     f"{ratio(round(r.contrast_rate * r.cases), r.cases)} cases",
-                     f"{num(r.large_memorizes_per_run)}", f"{num(r.small_composes_per_run)}"])
-    head = [f"OOD line ({n_op} op sets x {n_seed} seeds x peaks {lrs})", "papers' rule: contrast",
-            "per run: contrast", "per run: `large_init` memorizes", "per run: `small_init` composes"]
+    """The demo setting's measured rate (the robustness study over op sets x seeds x peak lrs), one row per
+    bf16 path and OOD line: native (the default since train.bf16_path auto) and autocast (the first study)."""
+    rows, head = [], None
+    for path, stem in DEMO_RULE_PATHS:
+        rates, cases = table(f"{stem}_rates.csv"), table(f"{stem}_cases.csv")
+        n_op, n_seed = cases.op_set.nunique(), cases.seed.nunique()
+        lrs = ", ".join(sci(p) for p in sorted(cases.peak_lr.unique()))
+        head = head or [f"bf16 path ({n_op} op sets x {n_seed} seeds x peaks {lrs})", "OOD line",
+                        "papers' rule: contrast", "per run: contrast", "per run: `large_init` memorizes",
+                        "per run: `small_init` composes"]
+        for r in rates.itertuples():
+            rows.append([f"`{path}`", f">= {r.threshold:g}",
+                         f"{ratio(round(r.paper_contrast_rate * r.cells), r.cells)} op sets",
+                         f"{ratio(round(r.contrast_rate * r.cases), r.cases)} cases",
+                         f"{num(r.large_memorizes_per_run)}", f"{num(r.small_composes_per_run)}"])
     return md_table(head, rows)
+
+
+def demo_rule_paths() -> str:
+    """The two paths' runs on the op sets both studies share (demo_rule_paths_cpu_paired.csv): how many runs end
+    in the same solution, what the others moved between, and the papers' rule per path on those op sets."""
+    from anchorlab.robustness import judgement_tables
+
+    p = table("demo_rule_paths_cpu_paired.csv")
+    shared = set(p.op_set)
+    rule = {}
+    for path, stem in DEMO_RULE_PATHS:
+        cases = table(f"{stem}_cases.csv")
+        r = judgement_tables(cases[cases.op_set.isin(shared)], "large_init", "small_init",
+                             sorted(p.threshold.unique()), 0.9)["rates"]
+        rule[path] = {float(x.threshold): ratio(round(x.paper_contrast_rate * x.cells), x.cells) for x in r.itertuples()}
+    rows = []
+    for th, g in p.groupby("threshold"):
+        moved = g[~g.same_solution]
+        kinds = moved.groupby(["solution@autocast", "solution@native"]).size()
+        what = "; ".join(f"{k} {a} -> {b}" for (a, b), k in kinds.items()) or "none"
+        rows.append([f">= {th:g}", ratio(int(g.same_solution.sum()), len(g)), what,
+                     f"{rule['autocast'][float(th)]} / {rule['native'][float(th)]} op sets"])
+    return md_table(["OOD line", "same solution on both paths (runs)", "moved (autocast -> native)",
+                     "papers' rule: contrast, autocast / native"], rows)
 
 
 # ------------------------------------------------------------------ the task, from its defaults

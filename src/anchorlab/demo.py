@@ -16,7 +16,7 @@ land in ``DIR/results.sqlite``::
     DIR/ood_over_training.png          (4,3) accuracy under both hypotheses vs step
 
 The default setting's measured rate (:func:`measured`, printed by ``anchorlab demo``) is a research output,
-not a constant of the code: it is read from the committed study tables ``demo_rule_cpu_{rates,cases}.csv`` in
+not a constant of the code: it is read from the committed study tables ``demo_rule_native_cpu_{rates,cases}.csv`` in
 the figures folder (:func:`anchorlab.io.figures_dir`: ``$ANCHORLAB_FIGURES`` when set, else the clone's
 ``docs/figures/``). Without them (a plain ``pip install``) the demo runs as usual and says in one line
 where the measured rate is.
@@ -47,15 +47,17 @@ DEMO_GAMMAS = {"large_init": 0.3, "small_init": 0.45}
 RULE = ("contrast: the large-init model answers the mirror (symmetric >= T) and the small-init model composes "
         "(inferential >= T), ID >= 0.9 for both; papers' rule: per op set, each mapping's best over the peak lrs "
         "and over training, mean over seeds; per run: each run's final metrics on its own")
-# The study that measured this setting's rate; its tables are committed as docs/figures/demo_rule_cpu_*.csv
-# and read from the figures folder (anchorlab.io.figures_dir) by :func:`measured`, never kept in the code.
+# The study that measured this setting's rate on the default bf16 path (native, train.bf16_path auto); its
+# tables are committed as docs/figures/demo_rule_native_cpu_*.csv and read from the figures folder
+# (anchorlab.io.figures_dir) by :func:`measured`, never kept in the code. The first study of the setting, on
+# autocast and with one op set the generator no longer draws, is demo_rule_cpu_* (docs/demo.md).
 MEASURED_STUDY = "anchorlab robustness --out runs/demo_rule --op-sets 5 --seeds 3 --peak-lrs 1e-3,2e-3,4e-3"
-MEASURED_TABLES = "demo_rule_cpu"
+MEASURED_TABLES = "demo_rule_native_cpu"
 RELIABLE = 0.8   # the fraction of op sets under the papers' rule a reliable contrast needs
 
 
 def measured() -> dict[str, Any]:
-    """The default setting's measured rate, read from the committed study tables (``demo_rule_cpu_rates.csv``
+    """The default setting's measured rate, read from the committed study tables (``demo_rule_native_cpu_rates.csv``
     and ``_cases.csv`` in the figures folder); :class:`~anchorlab.io.MissingResult` when they are absent."""
     what = "the demo's default setting's measured rate"
     rates = pd.read_csv(figures_file(f"{MEASURED_TABLES}_rates.csv", what))
