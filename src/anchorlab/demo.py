@@ -50,7 +50,7 @@ RULE = ("contrast: the large-init model answers the mirror (symmetric >= T) and 
 # The study that measured this setting's rate on the default bf16 path (native, train.bf16_path auto); its
 # tables are committed as docs/figures/demo_rule_native_cpu_*.csv and read from the figures folder
 # (anchorlab.io.figures_dir) by :func:`measured`, never kept in the code. The first study of the setting, on
-# autocast and with one op set the generator no longer draws, is demo_rule_cpu_* (docs/demo.md).
+# autocast and with one op set the generator no longer draws, is demo_rule_cpu_* (docs/results.md, "The demo").
 MEASURED_STUDY = "anchorlab robustness --out runs/demo_rule --op-sets 5 --seeds 3 --peak-lrs 1e-3,2e-3,4e-3"
 MEASURED_TABLES = "demo_rule_native_cpu"
 RELIABLE = 0.8   # the fraction of op sets under the papers' rule a reliable contrast needs
