@@ -193,3 +193,25 @@ def test_precision_path_follows_bf16_path_only_for_a_bf16_run():
     assert resolve_precision("auto", CPU, AVX2, bf16_path="native").path == "fp32"     # auto fell back to float32
     assert resolve_precision("bf16", CPU, AMX).path == "autocast"                     # the default path
     assert resolve_precision("bf16", CPU, AMX, bf16_path="native").to_dict()["path"] == "native"
+
+
+def test_a_float64_run_records_float64_matmuls_not_bfloat16():
+    """autocast casts only float32 tensors, so a float64 model under train.amp=bf16 multiplies in float64: the
+    record says so (amp none, float64 matmuls and masters, the reason), on every CPU."""
+    p = resolve_precision("bf16", CPU, AMX, bf16_path="autocast", dtype="float64")
+    assert (p.amp, p.path, p.matmul_dtype) == ("none", "fp32", "float64") and "float64" in p.reason
+    d = p.to_dict()
+    assert d["matmul_dtype"] == d["master_dtype"] == "float64" and "dtype" not in d
+    assert resolve_precision("none", CPU, AMX, dtype="float64").to_dict()["matmul_dtype"] == "float64"
+    assert resolve_precision("bf16", CPU, AMX, dtype="float32").to_dict()["master_dtype"] == "float32"
+
+
+def test_native_with_float64_is_refused_in_one_line():
+    from anchorlab.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"train\.bf16_path.*'native' needs train\.dtype 'float32'.*float64") as e:
+        experiment_from_dict({}, TINY + ["train.dtype=float64", "train.bf16_path=native"])
+    assert "\n" not in str(e.value)
+    # float32-only native is a bf16 rule: a float32 run may name it (its id ignores the field)
+    assert experiment_from_dict({}, TINY + ["train.amp=none", "train.dtype=float64",
+                                            "train.bf16_path=native"]).train.bf16_path == "native"

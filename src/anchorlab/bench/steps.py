@@ -63,7 +63,8 @@ class StepTiming:
 
 def bench_precision(cfg: ExperimentConfig, device: torch.device | None = None) -> Precision:
     """``cfg``'s precision resolved on ``device`` (default the CPU), as a run resolves it."""
-    return resolve_precision(cfg.train.amp, device or torch.device("cpu"), bf16_path=cfg.train.bf16_path)
+    return resolve_precision(cfg.train.amp, device or torch.device("cpu"), bf16_path=cfg.train.bf16_path,
+                             dtype=cfg.train.dtype)
 
 
 def time_steps(cfg: ExperimentConfig, steps: int, warmup: int, clock: Clock, profile: bool = False

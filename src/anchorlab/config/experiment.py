@@ -286,6 +286,9 @@ class TrainConfig:
         check_choice(f"{p}.dtype", self.dtype, ("float32", "float64"))
         check_choice(f"{p}.amp", self.amp, ("none", "bf16", "auto"))
         check_choice(f"{p}.bf16_path", self.bf16_path, BF16_PATHS)
+        if self.bf16_path == "native" and self.dtype != "float32" and self.amp != "none":
+            fail(f"{p}.bf16_path", f"'native' needs train.dtype 'float32', got {self.dtype!r}; use 'autocast' or "
+                 "'auto'")
         check_range(f"{p}.predictors_until", self.predictors_until, 0.0, 1.0)
         for i, r in enumerate(self.stop_when):
             parse_stop_rule(f"{p}.stop_when[{i}]", r)

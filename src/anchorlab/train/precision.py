@@ -94,6 +94,7 @@ class Precision:
     reason: str
     device: str = ""     # what trained: "cuda: NVIDIA H200", "cpu: AMD EPYC ... (AVX512 with AVX512-BF16)"
     path: str = ""       # "fp32" | "autocast" | "native"; "" -> "fp32" for amp none, else "autocast"
+    dtype: str = "float32"   # train.dtype: the master weights' dtype, and the matmuls' when amp is none
 
     def __post_init__(self) -> None:
         if self.amp == "none":
@@ -105,10 +106,12 @@ class Precision:
 
     @property
     def matmul_dtype(self) -> str:
-        return "bfloat16" if self.amp == "bf16" else "float32"
+        return "bfloat16" if self.amp == "bf16" else self.dtype
 
     def to_dict(self) -> dict[str, str]:
-        return {**asdict(self), "matmul_dtype": self.matmul_dtype, "master_dtype": "float32"}
+        d = asdict(self)
+        master = d.pop("dtype")
+        return {**d, "matmul_dtype": self.matmul_dtype, "master_dtype": master}
 
 
 _WARNED: set[str] = set()
@@ -140,15 +143,21 @@ def device_label(device: torch.device, units: CpuMatrixUnits | None = None) -> s
 
 
 def resolve_precision(amp: str, device: torch.device, units: CpuMatrixUnits | None = None,
-                      bf16_path: str = "autocast") -> Precision:
+                      bf16_path: str = "autocast", dtype: str = "float32") -> Precision:
     """``train.amp`` on ``device`` -> :class:`Precision` with the device in words (logs one line when bf16
     is slow or declined); the rule itself is :func:`anchorlab.config.precision_rules.matmul_amp`.
-    ``bf16_path`` (``train.bf16_path``) is the path of a run that resolves to bf16; float32 stays ``fp32``."""
+    ``bf16_path`` (``train.bf16_path``) is the path of a run that resolves to bf16; float32 stays ``fp32``.
+    ``dtype`` (``train.dtype``): a float64 model under autocast keeps float64 matmuls (autocast casts only
+    float32 tensors), so it resolves to no bfloat16 and says why."""
     if bf16_path not in PATHS[1:]:
         raise ValueError(f"bf16_path: 'autocast' or 'native' (config.precision_rules.auto_bf16_path resolves "
                          f"'auto'), got {bf16_path!r}")
     p = _resolve(amp, device, units)
-    return dataclasses.replace(p, device=device_label(device, units), path=bf16_path if p.amp == "bf16" else "fp32")
+    if p.amp == "bf16" and dtype != "float32":
+        p = Precision(amp, "none", f"train.dtype={dtype}: autocast casts only float32 tensors, so the matmuls "
+                                   f"stay {dtype}")
+    return dataclasses.replace(p, device=device_label(device, units), path=bf16_path if p.amp == "bf16" else "fp32",
+                               dtype=dtype)
 
 
 def _resolve(amp: str, device: torch.device, units: CpuMatrixUnits | None) -> Precision:

@@ -315,7 +315,7 @@ class RunState:
             task.write_run_files(run_dir, seed)
         if tracker is not None:
             tracker.start(cfg, step)
-        precision = resolve_precision(cfg.train.amp, device, bf16_path=cfg.train.bf16_path)
+        precision = resolve_precision(cfg.train.amp, device, bf16_path=cfg.train.bf16_path, dtype=cfg.train.dtype)
         write_json(run_dir / "precision.json", {**precision.to_dict(), "from_step": step})
         return cls(cfg, task, run_dir, model, opt, train_data, step, wall, history, callbacks, eval_data, device, t0,
                    tracker, precision)
