@@ -256,12 +256,10 @@ class TrainConfig:
     malloc_retain: bool = field(default=True, metadata={"identity": False})
     compile: bool = False
     amp: str = "none"            # "none" | "bf16" | "auto" (bf16 on a CPU with bf16 matrix units; train/precision.py)
-    # "auto" (native for the anchorlab Transformer in float32 without compile, else autocast; resolved when the
-    # whole config is built, so a saved config names the path that ran; config/precision_rules.py) | "native" (bf16 activations between ops;
-    # docs/engine.md) | "autocast" (torch.autocast, every recorded bf16 study). In the run id only for a bf16
-    # run on the native path, so no run id recorded before the field moves (docs/choices.md)
-    bf16_path: str = field(default="auto", metadata={"identity_when": lambda c: c.amp != "none"
-                                                    and c.bf16_path == "native"})
+    # resolved when the whole config is built, so a saved config names the path that ran; in the run id only for
+    # a bf16 run on the native path, so no run id recorded before the field moved (docs/choices.md)
+    bf16_path: str = field(default="auto", metadata={  # "auto" (native for the anchorlab Transformer in float32 without compile, else autocast; config/precision_rules.py) | "native" (bf16 activations between ops; docs/engine.md) | "autocast" (torch.autocast, every committed bf16 study)
+        "identity_when": lambda c: c.amp != "none" and c.bf16_path == "native"})
     tf32: bool = False
     log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
     # log the early predictors of the anchor task (analysis/predictors) at each eval; not part of the run id
