@@ -215,3 +215,18 @@ def test_native_with_float64_is_refused_in_one_line():
     # float32-only native is a bf16 rule: a float32 run may name it (its id ignores the field)
     assert experiment_from_dict({}, TINY + ["train.amp=none", "train.dtype=float64",
                                             "train.bf16_path=native"]).train.bf16_path == "native"
+
+
+def test_native_is_cpu_only_and_says_so_in_one_line(monkeypatch):
+    """A bf16 run on CUDA with the native path (what 'auto' gives the Transformer) is refused before training,
+    naming the field and the way out; autocast and float32 resolve there as before."""
+    import anchorlab.train.precision as P
+    from anchorlab.config import ConfigError
+
+    monkeypatch.setattr(P, "device_label", lambda device, units=None: device.type)   # no CUDA here to name
+    cuda = torch.device("cuda")
+    with pytest.raises(ConfigError, match=r"train\.bf16_path: 'native' runs on a CPU only.*cuda.*'autocast'") as e:
+        resolve_precision("bf16", cuda, AMX, bf16_path="native")
+    assert "\n" not in str(e.value)
+    assert resolve_precision("bf16", cuda, AMX, bf16_path="autocast").path == "autocast"
+    assert resolve_precision("auto", cuda, AMX, bf16_path="native").path == "fp32"    # auto keeps float32 on CUDA

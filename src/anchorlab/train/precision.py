@@ -148,11 +148,16 @@ def resolve_precision(amp: str, device: torch.device, units: CpuMatrixUnits | No
     is slow or declined); the rule itself is :func:`anchorlab.config.precision_rules.matmul_amp`.
     ``bf16_path`` (``train.bf16_path``) is the path of a run that resolves to bf16; float32 stays ``fp32``.
     ``dtype`` (``train.dtype``): a float64 model under autocast keeps float64 matmuls (autocast casts only
-    float32 tensors), so it resolves to no bfloat16 and says why."""
+    float32 tensors), so it resolves to no bfloat16 and says why. The native path is CPU-only (its LayerNorm
+    feeds a bfloat16 input to float32 affine parameters, a mix the CPU kernel takes): a bf16 run on another
+    device with ``bf16_path`` native raises a one-line ConfigError."""
     if bf16_path not in PATHS[1:]:
         raise ValueError(f"bf16_path: 'autocast' or 'native' (config.precision_rules.auto_bf16_path resolves "
                          f"'auto'), got {bf16_path!r}")
     p = _resolve(amp, device, units)
+    if p.amp == "bf16" and bf16_path == "native" and device.type != "cpu":
+        raise ConfigError(f"train.bf16_path: 'native' runs on a CPU only (this run is on {device.type}; the "
+                          "default 'auto' picks it for the anchorlab Transformer); use 'autocast'")
     if p.amp == "bf16" and dtype != "float32":
         p = Precision(amp, "none", f"train.dtype={dtype}: autocast casts only float32 tensors, so the matmuls "
                                    f"stay {dtype}")
