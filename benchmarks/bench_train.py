@@ -273,7 +273,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-per-group", type=int, default=0, help="0 -> the papers' proportion")
     p.add_argument("--peak-n", type=int, default=0, help="matmul size for the peak (0 -> 1024 CPU, 8192 CUDA)")
     p.add_argument("--tf32", action="store_true", help="train.tf32=true for anchorlab/stack (CUDA)")
-    p.add_argument("--amp", default="none", choices=("none", "bf16"), help="train.amp for anchorlab/stack")
+    p.add_argument("--amp", default="none", choices=("none", "bf16"),
+                   help="train.amp for anchorlab/stack (bf16: the autocast path)")
     p.add_argument("--compile", action="store_true", help="train.compile=true for anchorlab/stack")
     p.add_argument("--denormal", default="auto", choices=("auto", "on", "off"),
                    help="run the flush-to-zero section (auto: on CPU only)")
@@ -318,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             "train.epochs=1", "train.max_steps=0", f"train.eval_every={args.steps}",
             "train.checkpoint_every=1000000000", f"train.threads={args.threads}", f"train.device={device}",
             f"train.tf32={str(args.tf32).lower()}", f"train.amp={args.amp}",
+            "train.bf16_path=autocast",   # --amp bf16 is the autocast path (anchorlab bench times native)
             f"train.compile={str(args.compile).lower()}"])
         flops = train_flops_per_sample(cfg.model, cfg.task.seq_len)
         samples = n_train
