@@ -320,3 +320,25 @@ def test_rounds_below_one_is_a_one_line_error(capsys, bad):
     assert main(["bench", "--rounds", bad, "--no-cuda"]) == 2
     err = capsys.readouterr().err.strip()
     assert f"--rounds: must be a whole number >= 1, got {bad}" in err and len(err.splitlines()) == 1
+
+
+def test_the_gpu_bench_keeps_an_untimed_row_for_the_cpu_only_native_path(tiny, monkeypatch):
+    """On CUDA, bf16-native (a CPU-only path) is not trained: its rows say why; bf16 (autocast) is timed."""
+    import anchorlab.bench.cuda as cuda_mod
+
+    real = cuda_mod.measure_layouts
+    monkeypatch.setattr(cuda_mod, "synced", lambda tick, device: tick)
+    monkeypatch.setattr(cuda_mod, "measure_layouts",
+                        lambda shapes, dtypes, tick, s, device: real(shapes, dtypes, tick, s, torch.device("cpu")))
+    monkeypatch.setattr(cuda_mod, "_name", lambda device: "cuda: a GPU")
+    monkeypatch.setattr("anchorlab.train.precision.device_label", lambda device, units=None: "cuda: a GPU")
+    trained = []
+    monkeypatch.setattr(cuda_mod, "time_trained",
+                        lambda cfg, g, *a: trained.append((cfg.train.bf16_path, g)) or (0.01, cfg.train.bf16_path))
+    table, _ = device_bench(torch.device("cuda"), shape="demo", precisions=("bf16", "bf16-native"), stacks=(1, 2),
+                            steps=2, min_seconds=3e-3)
+    assert trained == [("autocast", 1), ("autocast", 2)]
+    native = table[table.precision == "bf16-native"]
+    assert len(native) == 2 and native.ms_per_step.isna().all()
+    assert native.note.str.startswith("not timed: train.bf16_path: 'native' runs on a CPU only").all()
+    assert (table[table.precision == "bf16"].note == "").all()

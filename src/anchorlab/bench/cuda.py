@@ -23,6 +23,7 @@ import torch
 
 from ..config import ConfigError, ExperimentConfig
 from ..train import train
+from ..train.precision import resolve_precision
 from ..train.stacked import check_stackable, train_stack
 from .gemm import measure_layouts, peaks
 from .shapes import Clock, check_names, clock_fn, dtype_of, shape_config, train_flops_per_sample
@@ -85,8 +86,9 @@ def device_bench(device: torch.device, shape: str = "paper", precisions: Sequenc
                  min_seconds: float = 0.3, overrides: Sequence[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(steps, layouts) on ``device``: per precision and stack size the ms per step, the GFLOP/s of all
     its models and the % of that dtype's peak on the device; the shape's FFN GEMMs per layout.
-    ``overrides``: config overrides for every run (recorded in the ``overrides`` column); a stack size
-    they rule out is not timed, its row says why in ``note``."""
+    ``overrides``: config overrides for every run (recorded in the ``overrides`` column). A stack size
+    they rule out, or a precision the device cannot run (``bf16-native`` off the CPU), is not timed; its row
+    says why in ``note``."""
     check_names([shape], precisions)
     overrides = tuple(overrides)
     cfgs = {p: shape_config(shape, p, extra=overrides) for p in precisions}   # a bad override: before timing
@@ -101,9 +103,10 @@ def device_bench(device: torch.device, shape: str = "paper", precisions: Sequenc
                    "steps": steps, "ms_per_step": float("nan"), "gflops": float("nan"),
                    "pct_of_peak": float("nan"), "overrides": " ".join(overrides), "note": ""}
             try:
+                resolve_precision(cfg.train.amp, device, bf16_path=cfg.train.bf16_path, dtype=cfg.train.dtype)
                 if g > 1:
                     check_stackable(stack_configs(cfg, g))
-            except ConfigError as e:
+            except ConfigError as e:   # a path the device cannot run (native off the CPU), a stack ruled out
                 rows.append({**row, "note": f"not timed: {e}"})
                 continue
             with tempfile.TemporaryDirectory(prefix="anchorlab-bench-") as tmp:
