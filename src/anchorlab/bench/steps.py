@@ -1,7 +1,7 @@
 """The training step of ``anchorlab bench``: its time, its phases, and where its operator time goes.
 
 :func:`time_steps` times :func:`anchorlab.train.single.train_step` (the loop's own code: loss, backward,
-clipping, AdamW) in the precision a config resolves to on this CPU and in the loop's own step context
+clipping, AdamW; over flat buffers as the loop has them, ``train.flat_params``) in the precision a config resolves to on this CPU and in the loop's own step context
 (:func:`anchorlab.train.precision.step_context`: autocast, the native bfloat16 path or none), and reports
 the path that ran (:attr:`anchorlab.train.precision.Precision.path`), not the one asked for.
 
@@ -24,6 +24,7 @@ import torch
 
 from ..config import ExperimentConfig
 from ..tasks.base import build_task
+from ..train.flat import FlatAdamW, clip_gradients
 from ..train.optim import make_optimizer
 from ..train.precision import Precision, resolve_precision, step_context
 from ..train.run import init_model
@@ -79,6 +80,8 @@ def time_steps(cfg: ExperimentConfig, steps: int, warmup: int, clock: Clock, pro
     task = build_task(cfg.task)
     model, _ = init_model(cfg)
     opt = make_optimizer(model, cfg.optim)
+    if cfg.train.flat_params:   # as the single loop does (train/single.py)
+        opt = FlatAdamW.from_optimizer(model, opt)
     data = task.train_data(cfg.train.data_seed)
     B = cfg.train.batch_size
     precision = bench_precision(cfg)
@@ -107,7 +110,7 @@ def time_steps(cfg: ExperimentConfig, steps: int, warmup: int, clock: Clock, pro
         loss.backward()
         t2 = clock()
         if clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            clip_gradients(model, opt, clip)
         opt.step()
         t3 = clock()
         fw, bw, op = fw + t1 - t0, bw + t2 - t1, op + t3 - t2

@@ -254,6 +254,8 @@ class TrainConfig:
     # CPU: keep freed memory in the process (glibc mallopt) so activations stop page-faulting every step;
     # speed only, so not part of the run id (train/allocator.py)
     malloc_retain: bool = field(default=True, metadata={"identity": False})
+    # single loop: clip and AdamW over one flat buffer per group, the same bits (train/flat.py); not in the run id
+    flat_params: bool = field(default=True, metadata={"identity": False})
     compile: bool = False
     amp: str = "none"            # "none" | "bf16" | "auto" (bf16 on a CPU with bf16 matrix units; train/precision.py)
     # resolved when the whole config is built, so a saved config names the path that ran; in the run id only for

@@ -11,6 +11,7 @@ import torch
 
 from ..config import ExperimentConfig
 from ..tasks.base import Task
+from .flat import FlatAdamW, clip_gradients
 from .optim import lr_at
 from .precision import step_context
 from .run import Callback, Progress, RunState, epoch_permutation
@@ -22,13 +23,14 @@ def train_step(model: torch.nn.Module, fwd: Any, opt: torch.optim.Optimizer, tas
                amp: Any, clip_norm: float) -> torch.Tensor:
     """One optimizer step of the single loop (also what ``anchorlab bench`` times): the loss under
     ``amp`` (an autocast context, the native bfloat16 one of :func:`~.precision.step_context`, or a null
-    one), backward, clipping, AdamW; returns the loss."""
+    one), backward, clipping (over the flat buffers when ``opt`` is a :class:`~.flat.FlatAdamW`), AdamW;
+    returns the loss."""
     with amp:
         loss = task.loss(fwd, batch)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     if clip_norm > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+        clip_gradients(model, opt, clip_norm)
     opt.step()
     return loss
 
@@ -46,6 +48,8 @@ def train_single(cfg: ExperimentConfig, run_dir: str | Path, task: Task, device:
     st = RunState.open(cfg, run_dir, task, device, callbacks)
     if announce:
         announce(st.start_line())
+    if cfg.train.flat_params:   # before compile and the bf16 weight cache: the parameters are re-seated
+        st.optimizer = FlatAdamW.from_optimizer(st.model, st.optimizer)
     model, opt = st.model, st.optimizer
     data = st.train_data.to(device)
     spe, total, eval_every = st.plan
