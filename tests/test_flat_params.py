@@ -23,7 +23,7 @@ TINY = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=102
         "optim.warmup_multiplier=2", "optim.cosine_epochs=1.5", "optim.min_lr=1e-4", "train.threads=1",
         "optim.weight_decay=0.1", "optim.decay=matrices", "optim.clip_norm=0.05"]
 PATHS = {"fp32": ["train.amp=none"], "native": ["train.amp=bf16", "train.bf16_path=native"],
-         "autocast": ["train.amp=bf16", "train.bf16_path=autocast"]}
+         "autocast": ["train.amp=bf16", "train.bf16_path=autocast"], "fp32, fused AdamW": ["train.amp=none", "optim.fused=true"]}
 
 
 def _run(cfg, out):
