@@ -173,3 +173,13 @@ def test_clip_gradients_matches_clip_grad_norm():
         grads.append([p.grad.clone() for p in model.parameters()])
     assert all(torch.equal(a, b) for a, b in zip(*grads))
     assert torch.linalg.vector_norm(torch.stack([g.norm() for g in grads[0]])) == pytest.approx(0.01, rel=1e-4)
+
+
+def test_a_parameter_whose_data_is_replaced_is_refused_in_one_line():
+    cfg = experiment_from_dict({}, TINY + ["train.amp=none"])
+    task = build_task(cfg.task)
+    model = init_model(cfg)[0]
+    opt = FlatAdamW.from_optimizer(model, make_optimizer(model, cfg.optim))
+    model.readout.weight.data = model.readout.weight.detach().clone()
+    with pytest.raises(RuntimeError, match=r"\['readout.weight'\] no longer views the flat buffer.*flat_params=false"):
+        train_step(model, model, opt, task, task.train_data(0).batch(torch.arange(64)), contextlib.nullcontext(), 1.0)

@@ -19,7 +19,8 @@ The per-tensor semantics are kept where they differ:
   resume across ``train.flat_params`` settings and between a stack and a single run.
 
 The parameters' version counter is the buffer's, so the native bf16 path's weight cache
-(``model/bf16.py``) sees every update.
+(``model/bf16.py``) sees every update. Code that replaces a parameter's ``.data`` during training would
+leave the weight outside the buffer that AdamW updates; the next step refuses it in one line.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class FlatAdamW(torch.optim.AdamW):
         # clip_grad_norm_ stacks the per-parameter norms in the model's order (the groups' order differs when
         # norms and biases are not decayed), and the order of that sum decides the total's last bits
         self.norm_order = [slot_of[id(p)] for p in model.parameters() if id(p) in slot_of]
+        self.ptrs = [[s.data_ptr() for s in (p.detach() for p in new)] for new in views]
         self.handed_over, self._gathered = False, False
         self.load_state_dict(state)
         return self
@@ -88,7 +90,11 @@ class FlatAdamW(torch.optim.AdamW):
         none, after which the per-tensor twin takes over."""
         if self._gathered:
             return True
-        for new, gbuf, slots in zip(self.views, self.grads, self.slots):
+        for new, gbuf, slots, ptrs, t in zip(self.views, self.grads, self.slots, self.ptrs, self.twin.param_groups):
+            for k, (p, ptr) in enumerate(zip(new, ptrs)):
+                if p.data_ptr() != ptr:   # its .data was replaced: AdamW would update the buffer, not the weight
+                    raise RuntimeError(f"parameter {t.get('names', [])[k:k + 1] or k} no longer views the flat buffer "
+                                       "(its .data was replaced during training); train with train.flat_params=false")
             if any(p.grad is None for p in new):
                 self._hand_over()
                 return False
