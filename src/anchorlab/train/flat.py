@@ -78,7 +78,8 @@ class FlatAdamW(torch.optim.AdamW):
         slot_of = {id(p): s for new, slots in zip(views, self.slots) for p, s in zip(new, slots)}
         # clip_grad_norm_ stacks the per-parameter norms in the model's order (the groups' order differs when
         # norms and biases are not decayed), and the order of that sum decides the total's last bits
-        self.norm_order = [slot_of[id(p)] for p in model.parameters() if id(p) in slot_of]
+        self.in_order = [p for p in model.parameters() if id(p) in slot_of]
+        self.norm_order = [slot_of[id(p)] for p in self.in_order]
         self.ptrs = [[s.data_ptr() for s in (p.detach() for p in new)] for new in views]
         self.handed_over, self._gathered = False, False
         self.load_state_dict(state)
@@ -116,7 +117,7 @@ class FlatAdamW(torch.optim.AdamW):
         """``torch.nn.utils.clip_grad_norm_`` of the parameters' gradients, its total norm computed as it computes
         it and the coefficient applied to each flat buffer at once."""
         if self.handed_over or not self._gather():
-            torch.nn.utils.clip_grad_norm_([p for new in self.views for p in new], max_norm)
+            torch.nn.utils.clip_grad_norm_(self.in_order, max_norm)
             return
         total = torch.nn.utils.get_total_norm(self.norm_order, 2.0)
         coef = torch.clamp(float(max_norm) / (total + 1e-6), max=1.0)
