@@ -1,9 +1,10 @@
 """The training step of ``anchorlab bench``: its time, its phases, and where its operator time goes.
 
 :func:`time_steps` times :func:`anchorlab.train.single.train_step` (the loop's own code: loss, backward,
-clipping, AdamW; over flat buffers as the loop has them, ``train.flat_params``) in the precision a config resolves to on this CPU and in the loop's own step context
-(:func:`anchorlab.train.precision.step_context`: autocast, the native bfloat16 path or none), and reports
-the path that ran (:attr:`anchorlab.train.precision.Precision.path`), not the one asked for.
+clipping, AdamW; over flat buffers as the loop has them, ``train.flat_params``) in the precision a config
+resolves to on this CPU and in the loop's own step context (:func:`anchorlab.train.precision.step_context`:
+autocast, the native bfloat16 path or none), and reports the path that ran
+(:attr:`anchorlab.train.precision.Precision.path`), not the one asked for.
 
 The profile (torch.profiler, self CPU time of each ``aten::`` operator) is split twice:
 
