@@ -73,6 +73,8 @@ class FlatAdamW(torch.optim.AdamW):
                                                           "fused")})
         self.twin, self.views = opt, views
         self.grads = [torch.zeros_like(g["params"][0]) for g in groups]
+        for g, gbuf in zip(self.param_groups, self.grads):
+            g["params"][0].grad = gbuf   # for good: zero_grad clears the parameters' grads, not the buffers'
         self.slots = [[gb[o:o + p.numel()].view_as(p) for o, p in zip(_offsets(new), new)]
                       for gb, new in zip(self.grads, views)]
         slot_of = {id(p): s for new, slots in zip(views, self.slots) for p, s in zip(new, slots)}
@@ -102,8 +104,6 @@ class FlatAdamW(torch.optim.AdamW):
             torch.cat([p.grad.reshape(-1) for p in new], out=gbuf)
             for p, s in zip(new, slots):
                 p.grad = s
-        for g, gbuf in zip(self.param_groups, self.grads):
-            g["params"][0].grad = gbuf
         self._gathered = True
         return True
 
@@ -133,8 +133,6 @@ class FlatAdamW(torch.optim.AdamW):
         for new in self.views:
             for p in new:
                 p.grad = None
-        for g in self.param_groups:
-            g["params"][0].grad = None
 
     @torch.no_grad()
     def step(self, closure: Any = None) -> Any:
