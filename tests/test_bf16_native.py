@@ -93,10 +93,53 @@ def test_the_weight_cache_holds_bf16_copies_of_the_current_masters_after_each_op
     assert not torch.equal(seen[0], seen[-1])            # the weights moved, so a stale cache would show
     assert cache.refreshes == 3 * len(cache.linears)     # once per optimizer step, not once per forward
     for lin in cache.linears:
-        w16, wt16 = cache.get(lin)
-        assert w16.dtype == wt16.dtype == BF16 and lin.weight.dtype == torch.float32
-        assert torch.equal(w16, lin.weight.detach().to(BF16)) and wt16.is_contiguous()
-        assert torch.equal(wt16, w16.t())
+        w16, wt16, b16 = cache.copies(lin)
+        assert w16.dtype == wt16.dtype == b16.dtype == BF16 and lin.weight.dtype == torch.float32
+        assert torch.equal(w16, lin.weight.detach().to(BF16)) and torch.equal(b16, lin.bias.detach().to(BF16))
+        assert torch.equal(wt16, w16.t()) and wt16.is_contiguous() == cache.transposed_copy
+
+
+@pytest.mark.parametrize("transposed_copy", [True, False])
+def test_each_layout_of_w_t_gives_the_per_linear_casts_and_the_same_forward(transposed_copy):
+    """A contiguous copy of W.T (the AMX default) or W's transposed view (elsewhere): the cache's copies are
+    each linear's own cast, and the forward and gradients agree with the other layout's to bf16 rounding
+    (on the AVX512-BF16 EPYC of docs/engine.md, to the bit)."""
+    m = tiny_model()
+    tok = tokens(m)
+    cache = WeightCache(m, transposed_copy=transposed_copy)
+    for lin in cache.linears:
+        w16, wt16, b16 = cache.copies(lin)
+        assert wt16.is_contiguous() == transposed_copy and (wt16._base is w16) != transposed_copy
+        assert torch.equal(wt16, lin.weight.detach().t().to(BF16)) and torch.equal(b16, lin.bias.detach().to(BF16))
+    outs = []
+    for t in (transposed_copy, not transposed_copy):
+        m.zero_grad()
+        with native_bf16(WeightCache(m, transposed_copy=t)):
+            out = m(tok, last_only=True)
+        out.square().sum().backward()
+        outs.append((out.detach(), m.embed.weight.grad.clone()))
+    assert rel(outs[0][0], outs[1][0]) < 1e-2 and rel(outs[0][1], outs[1][1]) < 1e-2
+
+
+def test_one_stale_linear_refreshes_every_stale_linear_and_only_those():
+    m = tiny_model()
+    cache = WeightCache(m)
+    first = cache.copies(cache.linears[0])
+    assert cache.refreshes == len(cache.linears)          # all made at the first call
+    with torch.no_grad():
+        cache.linears[1].weight.add_(1.0)
+    assert cache.copies(cache.linears[0]) is first        # not stale: the same copies
+    assert cache.refreshes == len(cache.linears)
+    w16 = cache.get(cache.linears[1])[0]
+    assert cache.refreshes == len(cache.linears) + 1 and torch.equal(w16, cache.linears[1].weight.detach().to(BF16))
+
+
+@pytest.mark.parametrize("amx", [True, False])
+def test_the_training_step_copies_w_t_on_a_cpu_with_amx_only(monkeypatch, amx):
+    from anchorlab.train import precision as prec
+    monkeypatch.setattr(prec, "cpu_matrix_units", lambda: prec.CpuMatrixUnits("AVX512", amx, True))
+    ctx = step_context(Precision("bf16", "bf16", "test", path="native"), torch.device("cpu"), tiny_model())
+    assert ctx.weights.transposed_copy is amx
 
 
 def test_the_cache_refreshes_after_load_state_dict():

@@ -8,8 +8,9 @@ autocast paths compute exactly what they computed before this module existed.
   a bfloat16 copy held by a :class:`WeightCache`, made again when the master
   changes (its version counter moves: ``opt.step``, ``load_state_dict``), so
   once per optimizer step. The cache keeps ``W`` (for ``g @ W`` in the
-  backward) and ``W.T`` contiguous (for the forward ``x @ W.T`` as a plain
-  ``x @ Wt``), the layouts that each run as a non-transposed GEMM;
+  backward), ``W.T`` for the forward (a contiguous copy on CPUs with AMX, so
+  ``x @ Wt`` runs as a non-transposed GEMM; the transposed view elsewhere)
+  and the bias;
 * :class:`_Linear`: bfloat16 GEMMs; the weight and bias gradients are returned
   in float32 (the bias one summed in float32) and autograd accumulates them
   into the master's ``.grad``;
@@ -38,25 +39,63 @@ _STATE = threading.local()     # .weights: the active {nn.Linear: (W16, Wt16)}; 
 
 
 class WeightCache:
-    """bfloat16 copies ``(W, W.T contiguous)`` of every ``nn.Linear`` weight of a model, made again when the
-    float32 master's version counter (or storage) changes."""
+    """bfloat16 copies ``(W, W.T, b)`` of every ``nn.Linear`` of a model, made again when a float32 master's
+    version counter (or storage) changes.
 
-    def __init__(self, model: nn.Module) -> None:
+    ``W.T`` is a contiguous copy where ``transposed_copy`` (what the training loops ask for on a CPU with
+    AMX tiles, where the forward's ``x @ W.T`` measured half the rate of ``x @ Wt`` with ``Wt``
+    row-major: ``train.precision.step_context``), else the transposed view of ``W`` (AVX512-BF16 without
+    AMX runs both layouts at the same rate, and a small model's transposing copies cost about 1% of its
+    step). On the AVX512-BF16 EPYC of docs/engine.md both give the same bits.
+
+    A stale linear refreshes every stale linear at once, with one ``torch._foreach_copy_`` per kind of copy
+    (the casts, the transposes, the biases) instead of ops per linear: a step's update makes every copy
+    stale together. The values are the per-linear casts' bit for bit (a cast is elementwise)."""
+
+    def __init__(self, model: nn.Module, transposed_copy: bool = False) -> None:
         self.linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-        self._copies: dict[nn.Linear, tuple[int, int, tuple[torch.Tensor, torch.Tensor]]] = {}
-        self.refreshes = 0         # copies made so far (what a test of staleness counts)
+        self._copies: dict[nn.Linear, tuple[tuple[int, ...], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]] = {}
+        self.refreshes = 0         # linears copied so far (what a test of staleness counts)
+        self.transposed_copy = transposed_copy
+
+    @staticmethod
+    def _key(mod: nn.Linear) -> tuple[int, ...]:
+        w, b = mod.weight, mod.bias
+        return (w._version, w.data_ptr()) if b is None else (w._version, w.data_ptr(), b._version, b.data_ptr())
+
+    def get(self, mod: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(W, W.T contiguous)`` in bfloat16 for the current master of ``mod.weight``."""
+        return self.copies(mod)[:2]
+
+    def copies(self, mod: nn.Linear) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """``(W, W.T contiguous, b or None)`` in bfloat16 for the current masters of ``mod``."""
+        hit = self._copies.get(mod)
+        if hit is None or hit[0] != self._key(mod):
+            self._refresh(mod)
+            hit = self._copies[mod]
+        return hit[1]
 
     @torch.no_grad()
-    def get(self, mod: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
-        w = mod.weight
-        key = (w._version, w.data_ptr())
-        hit = self._copies.get(mod)
-        if hit is None or hit[:2] != key:
-            w16 = w.detach().to(BF16)
-            hit = (*key, (w16, w16.t().contiguous()))
-            self._copies[mod] = hit
-            self.refreshes += 1
-        return hit[2]
+    def _refresh(self, mod: nn.Linear) -> None:
+        stale = [m for m in self.linears if (h := self._copies.get(m)) is None or h[0] != self._key(m)]
+        if mod not in stale:       # a linear outside the model the cache was made for
+            stale.append(mod)
+        ws = [m.weight.detach() for m in stale]
+        w16 = [torch.empty_like(w, dtype=BF16) for w in ws]
+        torch._foreach_copy_(w16, ws)
+        if self.transposed_copy:
+            wt16 = [torch.empty((w.shape[1], w.shape[0]), dtype=BF16, device=w.device) for w in ws]
+            torch._foreach_copy_(wt16, [w.t() for w in w16])
+        else:
+            wt16 = [w.t() for w in w16]
+        bs = [m.bias.detach() for m in stale if m.bias is not None]
+        b16 = [torch.empty_like(b, dtype=BF16) for b in bs]
+        if bs:
+            torch._foreach_copy_(b16, bs)
+        it = iter(b16)
+        for m, a, t in zip(stale, w16, wt16):
+            self._copies[m] = (self._key(m), (a, t, None if m.bias is None else next(it)))
+        self.refreshes += len(stale)
 
 
 class native_bf16:  # noqa: N801 -- used like torch.autocast: `with native_bf16(cache):`
@@ -80,9 +119,10 @@ def active() -> bool:
     return getattr(_STATE, "weights", None) is not None
 
 
-def _copies(mod: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
+def _copies(mod: nn.Linear) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """``(W16, Wt16, b16)``; a mapping's entries (the stacks') have no bias copy (None: cast in the forward)."""
     w = _STATE.weights
-    return w.get(mod) if isinstance(w, WeightCache) else w[mod]
+    return w.copies(mod) if isinstance(w, WeightCache) else (*w[mod], None)
 
 
 def _apply(fn: type[torch.autograd.Function], *args: object) -> torch.Tensor:
@@ -104,16 +144,19 @@ class _Linear(torch.autograd.Function):
 
     @staticmethod
     def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, w16: torch.Tensor,
-                wt16: torch.Tensor) -> torch.Tensor:
+                wt16: torch.Tensor, b16: torch.Tensor | None = None) -> torch.Tensor:
         # one 2-D GEMM over every row (a 3-D x @ W would broadcast W into a batched matmul when x is
         # a strided slice, e.g. the last position's queries)
         x2 = x.reshape(-1, x.shape[-1])
-        out = x2 @ wt16 if bias is None else torch.addmm(bias.to(BF16), x2, wt16)
+        if bias is None:
+            out = x2 @ wt16
+        else:
+            out = torch.addmm(bias.to(BF16) if b16 is None else b16, x2, wt16)
         return out.view(*x.shape[:-1], wt16.shape[-1])
 
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:
-        x, _, bias, w16, _ = inputs
+        x, _, bias, w16 = inputs[:4]
         ctx.save_for_backward(x, w16)
         ctx.has_bias = bias is not None
 
@@ -127,7 +170,7 @@ class _Linear(torch.autograd.Function):
         # bfloat16 sum (float32 accumulation inside, one rounding at the end, as autocast's addmm
         # backward); sum(dtype=float32) would first copy g to float32, 6x slower
         gb = g2.sum(0).float() if ctx.has_bias else None
-        return gx, gw, gb, None, None
+        return gx, gw, gb, None, None, None
 
 
 def activation(x: torch.Tensor) -> torch.Tensor:
@@ -139,8 +182,7 @@ def linear(mod: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     """``mod(x)``; on the native path a bfloat16 GEMM on the cached copy of ``mod.weight``."""
     if not active():
         return mod(x)
-    w16, wt16 = _copies(mod)
-    return _apply(_Linear, x.to(BF16), mod.weight, mod.bias, w16, wt16)
+    return _apply(_Linear, x.to(BF16), mod.weight, mod.bias, *_copies(mod))
 
 
 def layer_norm(mod: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:

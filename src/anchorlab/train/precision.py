@@ -200,12 +200,13 @@ def autocast(precision: Precision, device: torch.device):
 
 def step_context(precision: Precision, device: torch.device, model: torch.nn.Module, compiled: bool = False):
     """The context a training step's forward runs in: autocast, the native bfloat16 path (a
-    :class:`~anchorlab.model.bf16.WeightCache` of ``model``'s linears, kept for the whole run), or none.
+    :class:`~anchorlab.model.bf16.WeightCache` of ``model``'s linears, kept for the whole run; with
+    contiguous copies of each ``W.T`` on a CPU with AMX), or none.
     Reusable across steps. Raises ConfigError when ``model`` has no native path."""
     if precision.path != "native":
         return autocast(precision, device)
     check_native(model, compiled)
-    return native_bf16(WeightCache(model))
+    return native_bf16(WeightCache(model, transposed_copy=device.type == "cpu" and cpu_matrix_units().amx))
 
 
 def check_native(model: torch.nn.Module, compiled: bool = False) -> None:
