@@ -35,7 +35,7 @@ from torch import nn
 from torch._functorch.utils import unwrap_dead_wrappers
 
 BF16 = torch.bfloat16
-_STATE = threading.local()     # .weights: the active {nn.Linear: (W16, Wt16)}; absent outside native_bf16
+_STATE = threading.local()     # .weights: the active WeightCache or {nn.Linear: (W16, Wt16)}; absent outside native_bf16
 
 
 class WeightCache:
@@ -48,9 +48,9 @@ class WeightCache:
     AMX runs both layouts at the same rate, and a small model's transposing copies cost about 1% of its
     step). On the AVX512-BF16 EPYC of docs/engine.md both give the same bits.
 
-    A stale linear refreshes every stale linear at once, with one ``torch._foreach_copy_`` per kind of copy
-    (the casts, the transposes, the biases) instead of ops per linear: a step's update makes every copy
-    stale together. The values are the per-linear casts' bit for bit (a cast is elementwise)."""
+    A stale linear refreshes every stale linear at once, with one ``torch._foreach_copy_`` for the weights'
+    casts and one for the biases' instead of a cast per linear: a step's update makes every copy stale
+    together. The values are the per-linear casts' bit for bit (a cast is elementwise)."""
 
     def __init__(self, model: nn.Module, transposed_copy: bool = False) -> None:
         self.linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
@@ -60,15 +60,16 @@ class WeightCache:
 
     @staticmethod
     def _key(mod: nn.Linear) -> tuple[int, ...]:
-        w, b = mod.weight, mod.bias
+        ps = mod._parameters          # not mod.weight: nn.Module.__getattr__ costs more than the rest of a lookup
+        w, b = ps["weight"], ps.get("bias")
         return (w._version, w.data_ptr()) if b is None else (w._version, w.data_ptr(), b._version, b.data_ptr())
 
     def get(self, mod: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(W, W.T contiguous)`` in bfloat16 for the current master of ``mod.weight``."""
+        """``(W, W.T)`` in bfloat16 for the current master of ``mod.weight``."""
         return self.copies(mod)[:2]
 
     def copies(self, mod: nn.Linear) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """``(W, W.T contiguous, b or None)`` in bfloat16 for the current masters of ``mod``."""
+        """``(W, W.T, b or None)`` in bfloat16 for the current masters of ``mod``."""
         hit = self._copies.get(mod)
         if hit is None or hit[0] != self._key(mod):
             self._refresh(mod)
@@ -77,24 +78,20 @@ class WeightCache:
 
     @torch.no_grad()
     def _refresh(self, mod: nn.Linear) -> None:
-        stale = [m for m in self.linears if (h := self._copies.get(m)) is None or h[0] != self._key(m)]
-        if mod not in stale:       # a linear outside the model the cache was made for
-            stale.append(mod)
+        keys = {m: self._key(m) for m in self.linears}
+        keys.setdefault(mod, self._key(mod))    # a linear outside the model the cache was made for
+        stale = [m for m, k in keys.items() if (h := self._copies.get(m)) is None or h[0] != k]
         ws = [m.weight.detach() for m in stale]
         w16 = [torch.empty_like(w, dtype=BF16) for w in ws]
         torch._foreach_copy_(w16, ws)
-        if self.transposed_copy:
-            wt16 = [torch.empty((w.shape[1], w.shape[0]), dtype=BF16, device=w.device) for w in ws]
-            torch._foreach_copy_(wt16, [w.t() for w in w16])
-        else:
-            wt16 = [w.t() for w in w16]
+        wt16 = [w.t().contiguous() if self.transposed_copy else w.t() for w in w16]
         bs = [m.bias.detach() for m in stale if m.bias is not None]
         b16 = [torch.empty_like(b, dtype=BF16) for b in bs]
         if bs:
             torch._foreach_copy_(b16, bs)
         it = iter(b16)
         for m, a, t in zip(stale, w16, wt16):
-            self._copies[m] = (self._key(m), (a, t, None if m.bias is None else next(it)))
+            self._copies[m] = (keys[m], (a, t, None if m.bias is None else next(it)))
         self.refreshes += len(stale)
 
 
