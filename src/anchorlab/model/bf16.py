@@ -35,7 +35,7 @@ from torch import nn
 from torch._functorch.utils import unwrap_dead_wrappers
 
 BF16 = torch.bfloat16
-_STATE = threading.local()     # .weights: the active WeightCache or {nn.Linear: (W16, Wt16)}; absent outside native_bf16
+_STATE = threading.local()     # .weights: the active WeightCache or {linear: (W16, Wt16)}; absent outside native_bf16
 
 
 class WeightCache:
@@ -54,7 +54,8 @@ class WeightCache:
 
     def __init__(self, model: nn.Module, transposed_copy: bool = False) -> None:
         self.linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-        self._copies: dict[nn.Linear, tuple[tuple[int, ...], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]] = {}
+        # linear -> (its masters' key, (W16, Wt16, b16 or None))
+        self._copies: dict[nn.Linear, tuple[tuple[int, ...], tuple[torch.Tensor, ...]]] = {}
         self.refreshes = 0         # linears copied so far (what a test of staleness counts)
         self.transposed_copy = transposed_copy
 
