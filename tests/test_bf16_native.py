@@ -134,12 +134,22 @@ def test_one_stale_linear_refreshes_every_stale_linear_and_only_those():
     assert cache.refreshes == len(cache.linears) + 1 and torch.equal(w16, cache.linears[1].weight.detach().to(BF16))
 
 
-@pytest.mark.parametrize("amx", [True, False])
-def test_the_training_step_copies_w_t_on_a_cpu_with_amx_only(monkeypatch, amx):
+@pytest.mark.parametrize("amx,wt,copy", [(True, "auto", True), (False, "auto", False), (False, "copy", True),
+                                          (True, "view", False)])
+def test_the_training_step_copies_w_t_as_train_bf16_wt_says(monkeypatch, amx, wt, copy):
+    """``auto``: the contiguous copy on a CPU with AMX only; ``copy`` / ``view`` wherever asked."""
     from anchorlab.train import precision as prec
     monkeypatch.setattr(prec, "cpu_matrix_units", lambda: prec.CpuMatrixUnits("AVX512", amx, True))
-    ctx = step_context(Precision("bf16", "bf16", "test", path="native"), torch.device("cpu"), tiny_model())
-    assert ctx.weights.transposed_copy is amx
+    ctx = step_context(Precision("bf16", "bf16", "test", path="native"), torch.device("cpu"), tiny_model(), wt=wt)
+    assert ctx.weights.transposed_copy is copy
+
+
+def test_train_bf16_wt_is_checked_in_one_line_and_left_out_of_the_run_id():
+    base = {"task": {"name": "anchor"}, "train": {"amp": "bf16", "bf16_path": "native"}}
+    with pytest.raises(ConfigError, match=r"train\.bf16_wt: must be one of 'auto', 'copy', 'view', got 'tall'"):
+        experiment_from_dict({**base, "train": {**base["train"], "bf16_wt": "tall"}})
+    ids = {experiment_from_dict({**base, "train": {**base["train"], "bf16_wt": w}}).run_id() for w in ("auto", "copy", "view")}
+    assert len(ids) == 1
 
 
 def test_the_cache_refreshes_after_load_state_dict():

@@ -129,3 +129,22 @@ def test_train_cli_names_the_native_path(tmp_path, capsys):
     assert main(["train", "demo/small", *over, "--set", "train.max_steps=4", "--out", str(tmp_path / "r"),
                  "--no-progress"]) == 0
     assert "precision: bfloat16 matmuls, native path (train.amp=bf16" in capsys.readouterr().out
+
+
+def test_the_single_loop_multiplies_the_layout_train_bf16_wt_names(native_runs, tmp_path, monkeypatch):
+    """train.bf16_wt=copy reaches the loop's weight cache; its run trains like the default (view on a CPU
+    without AMX, the copy with it): the same losses to bf16 rounding (on the AVX512-BF16 EPYC, to the bit)."""
+    import anchorlab.train.single as single
+
+    seen = []
+
+    def spy(*a, **k):
+        ctx = step_context(*a, **k)
+        seen.append(ctx.weights.transposed_copy)
+        return ctx
+
+    monkeypatch.setattr(single, "step_context", spy)
+    _, _, full, _, _, _ = native_runs
+    copy = train(experiment_from_dict({}, NATIVE + ["train.bf16_wt=copy"]), tmp_path / "copy").final
+    assert seen == [True]
+    assert copy["run_id"] == full["run_id"] and losses(copy) == pytest.approx(losses(full), rel=1e-2)

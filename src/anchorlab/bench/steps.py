@@ -86,7 +86,7 @@ def time_steps(cfg: ExperimentConfig, steps: int, warmup: int, clock: Clock, pro
     data = task.train_data(cfg.train.data_seed)
     B = cfg.train.batch_size
     precision = bench_precision(cfg)
-    amp = step_context(precision, torch.device("cpu"), model)   # what the single loop runs its forward in
+    amp = step_context(precision, torch.device("cpu"), model, wt=cfg.train.bf16_wt)   # as the single loop runs it
     batches = [data.batch(torch.arange(i * B, (i + 1) * B) % len(data)) for i in range(4)]
     clip = cfg.optim.clip_norm
 

@@ -251,8 +251,7 @@ class TrainConfig:
     dtype: str = "float32"
     threads: int = 0             # torch intra-op threads; 0 -> leave as is
     flush_denormal: bool = True
-    # CPU: keep freed memory in the process (glibc mallopt) so activations stop page-faulting every step;
-    # speed only, so not part of the run id (train/allocator.py)
+    # CPU: glibc keeps freed memory so activations stop page-faulting each step; speed only (train/allocator.py)
     malloc_retain: bool = field(default=True, metadata={"identity": False})
     # single loop: clip and AdamW over one flat buffer per group, the same bits (train/flat.py); not in the run id
     flat_params: bool = field(default=True, metadata={"identity": False})
@@ -262,6 +261,8 @@ class TrainConfig:
     # a bf16 run on the native path, so no run id recorded before the field moved (docs/choices.md)
     bf16_path: str = field(default="auto", metadata={  # "auto" (native for the anchorlab Transformer in float32 without compile, else autocast; config/precision_rules.py) | "native" (bf16 activations between ops; docs/engine.md) | "autocast" (torch.autocast, every committed bf16 study)
         "identity_when": lambda c: c.amp != "none" and c.bf16_path == "native"})
+    # single loop on the native path; speed only (model/bf16.py, WeightCache; docs/engine.md, "Weight layout")
+    bf16_wt: str = field(default="auto", metadata={"identity": False})  # the forward's W.T: "auto" (a bf16 copy on a CPU with AMX, else the view of W's bf16 copy) | "copy" | "view"
     tf32: bool = False
     log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
     # log the early predictors of the anchor task (analysis/predictors) at each eval; not part of the run id
@@ -286,6 +287,7 @@ class TrainConfig:
         check_choice(f"{p}.dtype", self.dtype, ("float32", "float64"))
         check_choice(f"{p}.amp", self.amp, ("none", "bf16", "auto"))
         check_choice(f"{p}.bf16_path", self.bf16_path, BF16_PATHS)
+        check_choice(f"{p}.bf16_wt", self.bf16_wt, ("auto", "copy", "view"))
         if self.bf16_path == "native" and self.dtype != "float32" and self.amp != "none":
             fail(f"{p}.bf16_path", f"'native' needs train.dtype 'float32', got {self.dtype!r}; use 'autocast' or "
                  "'auto'")

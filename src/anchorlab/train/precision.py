@@ -198,15 +198,18 @@ def autocast(precision: Precision, device: torch.device):
     return contextlib.nullcontext()
 
 
-def step_context(precision: Precision, device: torch.device, model: torch.nn.Module, compiled: bool = False):
+def step_context(precision: Precision, device: torch.device, model: torch.nn.Module, compiled: bool = False,
+                 wt: str = "auto"):
     """The context a training step's forward runs in: autocast, the native bfloat16 path (a
-    :class:`~anchorlab.model.bf16.WeightCache` of ``model``'s linears, kept for the whole run; with
-    contiguous copies of each ``W.T`` on a CPU with AMX), or none.
+    :class:`~anchorlab.model.bf16.WeightCache` of ``model``'s linears, kept for the whole run), or none.
+    ``wt`` (``train.bf16_wt``): the native forward's ``W.T``, ``copy`` (contiguous), ``view`` (of the
+    bfloat16 ``W``) or ``auto`` (the copy on a CPU with AMX, else the view).
     Reusable across steps. Raises ConfigError when ``model`` has no native path."""
     if precision.path != "native":
         return autocast(precision, device)
     check_native(model, compiled)
-    return native_bf16(WeightCache(model, transposed_copy=device.type == "cpu" and cpu_matrix_units().amx))
+    copy = wt == "copy" or (wt == "auto" and device.type == "cpu" and cpu_matrix_units().amx)
+    return native_bf16(WeightCache(model, transposed_copy=copy))
 
 
 def check_native(model: torch.nn.Module, compiled: bool = False) -> None:

@@ -54,7 +54,7 @@ def train_single(cfg: ExperimentConfig, run_dir: str | Path, task: Task, device:
     data = st.train_data.to(device)
     spe, total, eval_every = st.plan
     fwd = torch.compile(model) if cfg.train.compile else model
-    amp = step_context(st.precision, device, model, cfg.train.compile)
+    amp = step_context(st.precision, device, model, cfg.train.compile, cfg.train.bf16_wt)
     B = cfg.train.batch_size
     step = st.step
     status, loss_sum, loss_n = "finished", torch.zeros((), device=device), 0
