@@ -8,6 +8,7 @@ import torch
 import anchorlab.bench.core as core
 import anchorlab.bench.gemm as gemm
 import anchorlab.bench.steps as steps_mod
+import anchorlab.train.precision as precision_mod
 from anchorlab.bench import LAYOUTS, STEP_COLUMNS, BenchResult, format_result, run_bench
 from anchorlab.bench.cuda import cuda_bench, device_bench
 from anchorlab.bench.gemm import layout_gemms, matmul_gflops, measure_layouts, operands
@@ -39,6 +40,7 @@ def tiny(monkeypatch):
     monkeypatch.setitem(SHAPES, "demo", ("demo/small", (*TINY, "train.batch_size=16")))
     monkeypatch.setitem(SHAPES, "paper", ("demo/small", (*TINY, "train.batch_size=32")))
     monkeypatch.setattr(core, "cpu_matrix_units", lambda: ZEN4)
+    monkeypatch.setattr(precision_mod, "cpu_matrix_units", lambda: ZEN4)   # what the native step's W.T reads
     real = gemm.measure_layouts
     monkeypatch.setattr(core, "measure_layouts", lambda s, d, c, m=0.3, device=None: real(s, d, c, 3e-3, device))
 
@@ -50,6 +52,8 @@ def test_tables_have_their_columns_and_the_path_that_ran(tiny):
     assert list(r.layouts.columns) == ["shape", "linear", "dtype", "layout", "m", "k", "n", "gflops", "pct_of_peak"]
     path = dict(zip(r.steps.precision, r.steps.path))
     assert path == {"fp32": "fp32", "bf16": "autocast", "bf16-native": "native"}
+    # the native forward's W.T: auto -> W's view on a CPU without AMX (ZEN4); the other paths have none
+    assert dict(zip(r.steps.precision, r.steps.weight_t)) == {"fp32": "", "bf16": "", "bf16-native": "view"}
     fp32 = r.steps[r.steps.precision == "fp32"]
     assert (fp32.speedup_vs_fp32 == 1.0).all()
     assert r.steps.cast_share.between(0, 1).all()            # profiled: every precision has its cast share
@@ -239,6 +243,9 @@ def test_set_overrides_every_cpu_step_and_is_recorded(tiny, monkeypatch):
     plain = run_bench(("demo",), ("fp32",), steps={"demo": 1}, warmup=0, clock=FakeClock(), cuda=False)
     assert seen[-1] is False and list(plain.steps.overrides) == [""]
     assert "every step with" not in format_result(plain)
+    copy = run_bench(("demo",), ("bf16-native",), steps={"demo": 1}, warmup=0, clock=FakeClock(), cuda=False,
+                     overrides=["train.bf16_wt=copy"])
+    assert list(copy.steps.weight_t) == ["copy"]
 
 
 @pytest.mark.parametrize("override, message", [

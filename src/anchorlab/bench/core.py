@@ -18,7 +18,7 @@ from .targets import round_summary, speedups, verdicts
 
 log = logging.getLogger(__name__)
 
-STEP_COLUMNS = ["shape", "precision", "round", "path", "d_model", "d_ff", "batch", "steps", "ms_per_step", "gflops",
+STEP_COLUMNS = ["shape", "precision", "round", "path", "weight_t", "d_model", "d_ff", "batch", "steps", "ms_per_step", "gflops",
                 "pct_of_peak", "speedup_vs_fp32", "cast_share", "forward_ms", "backward_ms", "optimizer_ms",
                 "page_faults_per_step", "overrides"]
 
@@ -98,7 +98,7 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
                     t, prof = time_steps(cfg, n, w, tick, prof_this)
                     flops = train_flops_per_sample(cfg.model, cfg.task.seq_len) * cfg.train.batch_size
                     gf = flops / t.seconds / 1e9
-                    rows.append({"shape": name, "precision": p, "round": rnd, "path": t.path,
+                    rows.append({"shape": name, "precision": p, "round": rnd, "path": t.path, "weight_t": t.weight_t,
                                  "d_model": cfg.model.d_model, "d_ff": cfg.model.d_ff, "batch": cfg.train.batch_size,
                                  "steps": n, "ms_per_step": 1e3 * t.seconds, "gflops": gf,
                                  "pct_of_peak": 100 * gf / peak[dtype_of(p)], "cast_share": t.cast_share,
@@ -132,7 +132,8 @@ def format_result(r: BenchResult) -> str:
            "", "FFN GEMMs per layout (NT forward x @ W.T, NN input gradient g @ W, TN weight gradient g.T @ x); "
            "peak per dtype = its best row:"]
     out.append(layout_pivot(r.layouts).round(1).to_string(index=False))
-    out += ["", "training step (path: what ran; cast_share: casts / forward+backward operator time):",
+    out += ["", "training step (path: what ran; weight_t: the native forward's W.T, a copy or W's view (train.bf16_wt); "
+            "cast_share: casts / forward+backward operator time):",
             r.steps.drop(columns="overrides").round(3).to_string(index=False)]
     if r.rounds > 1:
         out += ["", f"over the {r.rounds} rounds (median, min, max; speed-up against the same round's fp32 step):",

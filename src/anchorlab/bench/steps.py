@@ -61,6 +61,7 @@ class StepTiming:
     path: str = "fp32"      # the path that ran (Precision.path)
     cast_share: float = float("nan")   # casts / forward+backward operator time (NaN unless profiled)
     split: pd.DataFrame | None = None  # the forward+backward's split (fwd_bwd_split; None unless profiled)
+    weight_t: str = ""      # the native path's forward W.T: "copy" or "view" (train.bf16_wt); "" on the others
 
 
 def bench_precision(cfg: ExperimentConfig, device: torch.device | None = None) -> Precision:
@@ -120,7 +121,9 @@ def time_steps(cfg: ExperimentConfig, steps: int, warmup: int, clock: Clock, pro
         events = profile_events(step, steps)
         prof, split = category_table(events, steps), fwd_bwd_split(events, steps)
     share = cast_share(split) if split is not None else float("nan")
-    return StepTiming(total, fw / steps, bw / steps, op / steps, steps, faults, precision.path, share, split), prof
+    weight_t = ("copy" if amp.weights.transposed_copy else "view") if precision.path == "native" else ""
+    return StepTiming(total, fw / steps, bw / steps, op / steps, steps, faults, precision.path, share, split,
+                      weight_t), prof
 
 
 def _minor_faults() -> float:
