@@ -18,8 +18,8 @@ from .targets import round_summary, speedups, verdicts
 
 log = logging.getLogger(__name__)
 
-STEP_COLUMNS = ["shape", "precision", "round", "path", "weight_t", "d_model", "d_ff", "batch", "steps", "ms_per_step", "gflops",
-                "pct_of_peak", "speedup_vs_fp32", "cast_share", "forward_ms", "backward_ms", "optimizer_ms",
+STEP_COLUMNS = ["shape", "precision", "round", "path", "weight_t", "d_model", "d_ff", "batch", "steps", "ms_per_step",
+                "gflops", "pct_of_peak", "speedup_vs_fp32", "cast_share", "forward_ms", "backward_ms", "optimizer_ms",
                 "page_faults_per_step", "overrides"]
 
 
@@ -132,7 +132,8 @@ def format_result(r: BenchResult) -> str:
            "", "FFN GEMMs per layout (NT forward x @ W.T, NN input gradient g @ W, TN weight gradient g.T @ x); "
            "peak per dtype = its best row:"]
     out.append(layout_pivot(r.layouts).round(1).to_string(index=False))
-    out += ["", "training step (path: what ran; weight_t: the native forward's W.T, a copy or W's view (train.bf16_wt); "
+    out += ["", "training step (path: what ran; weight_t: the native forward's W.T, a copy or W's view "
+            "(train.bf16_wt); "
             "cast_share: casts / forward+backward operator time):",
             r.steps.drop(columns="overrides").round(3).to_string(index=False)]
     if r.rounds > 1:
