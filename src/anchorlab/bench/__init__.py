@@ -8,8 +8,9 @@ Tidy tables, all measured in one process with the same thread count and clock:
 * **steps** (:mod:`.steps`) -- the training step (:func:`anchorlab.train.single.train_step`: loss,
   backward, clipping, AdamW, exactly the loop's code) per shape x precision: the path that ran (and
   the native forward's ``W.T`` layout), ms/step, achieved GFLOP/s (analytic count,
-  :func:`train_flops_per_sample`), % of that dtype's peak, speed-up over float32, the cast share of the forward + backward (when profiled), the step split into
-  its phases (forward, backward, optimizer) and the minor page faults per step.
+  :func:`train_flops_per_sample`), % of that dtype's peak, speed-up over float32, the cast share of
+  the forward + backward (when profiled), the step split into its phases (forward, backward,
+  optimizer) and the minor page faults per step.
 * **profile** (``profile=True``) -- the step's operator time by category (torch.profiler), and the
   forward + backward split (matmul / casts / softmax / layernorm / activation / other) of every
   precision side by side: autocast (before) against native (after).
