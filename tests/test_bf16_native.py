@@ -224,3 +224,20 @@ def test_linear_without_signature_binding_builds_the_same_graph_and_gradients_as
     assert all(torch.equal(a, b) for a, b in zip(*grads))
     batched = torch.vmap(lambda t: _apply(_Linear, t, lin.weight, lin.bias, w16, wt16))(x)   # through Function.apply
     assert batched.dtype == BF16 and rel(batched, outs[0]) < 1e-2     # a batched GEMM: bfloat16 roundings differ
+
+
+def test_a_parametrized_linear_is_cached_from_its_current_weight():
+    """A linear whose weight is a parametrization (not in ``_parameters``) is keyed and cast like any other
+    (staleness is keyed on the computed weight, as before the cache read ``_parameters``)."""
+    from torch.nn.utils import parametrize
+
+    class Double(torch.nn.Module):
+        def forward(self, w):
+            return 2 * w
+
+    lin = torch.nn.Linear(8, 4)
+    parametrize.register_parametrization(lin, "weight", Double())
+    cache = WeightCache(lin)
+    w16, wt16, b16 = cache.copies(lin)
+    assert torch.equal(w16, lin.weight.detach().to(BF16)) and torch.equal(wt16, w16.t())
+    assert torch.equal(b16, lin.bias.detach().to(BF16))

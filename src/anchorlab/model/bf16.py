@@ -62,7 +62,8 @@ class WeightCache:
     @staticmethod
     def _key(mod: nn.Linear) -> tuple[int, ...]:
         ps = mod._parameters          # not mod.weight: nn.Module.__getattr__ costs more than the rest of a lookup
-        w, b = ps["weight"], ps.get("bias")
+        w = ps["weight"] if "weight" in ps else mod.weight    # (a parametrized weight is not in _parameters)
+        b = ps["bias"] if "bias" in ps else mod.bias
         return (w._version, w.data_ptr()) if b is None else (w._version, w.data_ptr(), b._version, b.data_ptr())
 
     def get(self, mod: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
