@@ -82,7 +82,7 @@ class FlatAdamW(torch.optim.AdamW):
         # norms and biases are not decayed), and the order of that sum decides the total's last bits
         self.in_order = [p for p in model.parameters() if id(p) in slot_of]
         self.norm_order = [slot_of[id(p)] for p in self.in_order]
-        self.ptrs = [[s.data_ptr() for s in (p.detach() for p in new)] for new in views]
+        self.ptrs = [[p.data_ptr() for p in new] for new in views]
         self.handed_over, self._gathered = False, False
         self.load_state_dict(state)
         return self
