@@ -81,7 +81,8 @@ class WeightCache:
     @torch.no_grad()
     def _refresh(self, mod: nn.Linear) -> None:
         keys = {m: self._key(m) for m in self.linears}
-        keys.setdefault(mod, self._key(mod))    # a linear outside the model the cache was made for
+        if mod not in keys:                     # a linear outside the model the cache was made for
+            keys[mod] = self._key(mod)
         stale = [m for m, k in keys.items() if (h := self._copies.get(m)) is None or h[0] != k]
         ws = [m.weight.detach() for m in stale]
         w16 = [torch.empty_like(w, dtype=BF16) for w in ws]
