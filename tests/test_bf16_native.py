@@ -241,3 +241,32 @@ def test_a_parametrized_linear_is_cached_from_its_current_weight():
     w16, wt16, b16 = cache.copies(lin)
     assert torch.equal(w16, lin.weight.detach().to(BF16)) and torch.equal(wt16, w16.t())
     assert torch.equal(b16, lin.bias.detach().to(BF16))
+
+
+@pytest.mark.parametrize("transposed_copy", [True, False])
+def test_the_stack_passes_each_models_bias_copy_and_w_t_in_the_asked_layout(monkeypatch, transposed_copy):
+    """The stack's weight copies (train/stack_ops.py): per linear ``(W, W.T, b)`` in bfloat16, W.T contiguous
+    only where asked, and the losses those copies give are each model's own on the single path."""
+    from anchorlab.tasks.base import build_task
+    from anchorlab.train import stack_ops
+    models = [tiny_model(seed=s) for s in (0, 1)]
+    task = build_task(experiment_from_dict({}, ["task.n_train=64", "task.n_eval_per_group=4"]).task)
+    batch = task.train_data(0).batch(torch.arange(16))
+    seen = []
+
+    class spy(native_bf16):
+        def __init__(self, weights):
+            seen.append({lin: tuple(torch._C._functorch.get_unwrapped(t) if t is not None else None for t in e)
+                         for lin, e in weights.items()})
+            super().__init__(weights)
+
+    monkeypatch.setattr(stack_ops, "native_bf16", spy)
+    stack = stack_ops.StackedParams(models, torch.device("cpu"))
+    losses = stack_ops.native_losses(models[0], task, True, transposed_copy)(stack.params, batch)
+    for lin, (w16, wt16, b16) in seen[0].items():
+        assert w16.dtype == wt16.dtype == b16.dtype == BF16 and b16.shape == (2, lin.out_features)
+        assert wt16.is_contiguous() == transposed_copy and torch.equal(wt16, w16.transpose(1, 2))
+    for g, m in enumerate(models):
+        with native_bf16(WeightCache(m, transposed_copy=transposed_copy)):
+            alone = task.loss(m, batch)
+        assert float(losses[g].detach()) == pytest.approx(float(alone), rel=1e-2)

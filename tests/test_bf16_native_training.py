@@ -148,3 +148,22 @@ def test_the_single_loop_multiplies_the_layout_train_bf16_wt_names(native_runs, 
     copy = train(experiment_from_dict({}, NATIVE + ["train.bf16_wt=copy"]), tmp_path / "copy").final
     assert seen == [True]
     assert copy["run_id"] == full["run_id"] and losses(copy) == pytest.approx(losses(full), rel=1e-2)
+
+
+def test_the_stack_multiplies_the_layout_train_bf16_wt_names(tmp_path, monkeypatch):
+    """train.bf16_wt reaches the stack's weight copies (``native_losses``): ``copy`` asks for the contiguous W.T."""
+    import anchorlab.train.stacked as stacked
+    from anchorlab.train.stacked import train_stack
+
+    seen = []
+
+    def spy(base, task, shared_data, transposed_copy=False):
+        seen.append(transposed_copy)
+        return native_losses(base, task, shared_data, transposed_copy)
+
+    native_losses = stacked.native_losses
+    monkeypatch.setattr(stacked, "native_losses", spy)
+    over = [o for o in NATIVE if not o.startswith("train.epochs")] + ["train.max_steps=2", "train.bf16_wt=copy"]
+    cfgs = [experiment_from_dict({}, over + [f"init.gamma={g}"]) for g in (0.5, 0.8)]
+    finals = train_stack(cfgs, [tmp_path / f"s{i}" for i in range(2)])
+    assert seen == [True] and all(f["status"] == "finished" for f in finals)

@@ -35,7 +35,7 @@ from torch import nn
 from torch._functorch.utils import unwrap_dead_wrappers
 
 BF16 = torch.bfloat16
-_STATE = threading.local()     # .weights: the active WeightCache or {linear: (W16, Wt16)}; absent outside native_bf16
+_STATE = threading.local()     # .weights: the active WeightCache or {linear: (W16, Wt16[, b16])}; absent outside native_bf16
 
 
 class WeightCache:
@@ -100,9 +100,10 @@ class WeightCache:
 
 class native_bf16:  # noqa: N801 -- used like torch.autocast: `with native_bf16(cache):`
     """Context: the model's forward runs on the native bfloat16 path with these weight copies (a
-    :class:`WeightCache`, or ``{linear: (W16, Wt16)}``). Reusable, like an autocast object."""
+    :class:`WeightCache`, or ``{linear: (W16, Wt16)}`` / ``{linear: (W16, Wt16, b16)}``). Reusable, like an
+    autocast object."""
 
-    def __init__(self, weights: WeightCache | Mapping[nn.Linear, tuple[torch.Tensor, torch.Tensor]]) -> None:
+    def __init__(self, weights: WeightCache | Mapping[nn.Linear, tuple[torch.Tensor, ...]]) -> None:
         self.weights = weights
         self._prev: list[object] = []
 
@@ -120,9 +121,12 @@ def active() -> bool:
 
 
 def _copies(mod: nn.Linear) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """``(W16, Wt16, b16)``; a mapping's entries (the stacks') have no bias copy (None: cast in the forward)."""
+    """``(W16, Wt16, b16)``; a mapping's entry without a bias copy gives None (the bias cast in the forward)."""
     w = _STATE.weights
-    return w.copies(mod) if isinstance(w, WeightCache) else (*w[mod], None)
+    if isinstance(w, WeightCache):
+        return w.copies(mod)
+    e = w[mod]
+    return e if len(e) == 3 else (*e, None)
 
 
 def _apply(fn: type[torch.autograd.Function], *args: object) -> torch.Tensor:

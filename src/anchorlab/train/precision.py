@@ -208,8 +208,13 @@ def step_context(precision: Precision, device: torch.device, model: torch.nn.Mod
     if precision.path != "native":
         return autocast(precision, device)
     check_native(model, compiled)
-    copy = wt == "copy" or (wt == "auto" and device.type == "cpu" and cpu_matrix_units().amx)
-    return native_bf16(WeightCache(model, transposed_copy=copy))
+    return native_bf16(WeightCache(model, transposed_copy=transposed_copy(wt, device)))
+
+
+def transposed_copy(wt: str, device: torch.device) -> bool:
+    """``train.bf16_wt`` on ``device``: whether the native forward multiplies a contiguous bfloat16 copy of
+    ``W.T`` (``copy``, or ``auto`` on a CPU with AMX) rather than the transposed view of ``W``'s copy."""
+    return wt == "copy" or (wt == "auto" and device.type == "cpu" and cpu_matrix_units().amx)
 
 
 def check_native(model: torch.nn.Module, compiled: bool = False) -> None:
@@ -224,4 +229,4 @@ def check_native(model: torch.nn.Module, compiled: bool = False) -> None:
 
 
 __all__ = ["PATHS", "CpuMatrixUnits", "Precision", "autocast", "cpu_matrix_units", "cpu_model_name", "device_label",
-           "resolve_precision", "step_context", "check_native"]
+           "resolve_precision", "step_context", "check_native", "transposed_copy"]

@@ -161,14 +161,16 @@ def clip_per_model(stack: StackedParams, clip_norm: list[float]) -> torch.Tensor
 
 
 # ----------------------------------------------------------------------- native bfloat16
-def native_losses(base: torch.nn.Module, task, shared_data: bool) -> Callable[..., torch.Tensor]:
+def native_losses(base: torch.nn.Module, task, shared_data: bool,
+                  transposed_copy: bool = False) -> Callable[..., torch.Tensor]:
     """``losses(params, batch) -> (G,)`` on the native bfloat16 path: each call makes the bfloat16 copies
-    ``(W, W.T)`` of every stacked linear weight once (the step's weight cache; the masters change every
+    ``(W, W.T, b)`` of every stacked linear once (the step's weight cache; the masters change every
     step) and passes them into ``torch.vmap`` beside the float32 masters, so each model's linears
-    multiply its own copies."""
+    multiply its own copies. ``W.T`` is a contiguous copy where ``transposed_copy`` (``train.bf16_wt``,
+    as :class:`~anchorlab.model.bf16.WeightCache`), else the transposed view of ``W``'s copy."""
     linears = {n: m for n, m in base.named_modules() if isinstance(m, torch.nn.Linear)}
 
-    def one_loss(params: dict[str, torch.Tensor], w16: dict[str, tuple[torch.Tensor, torch.Tensor]],
+    def one_loss(params: dict[str, torch.Tensor], w16: dict[str, tuple[torch.Tensor, ...]],
                  batch: dict[str, torch.Tensor]) -> torch.Tensor:
         with native_bf16({m: w16[n] for n, m in linears.items()}):
             return task.loss(lambda *a, **k: torch.func.functional_call(base, params, a, k), batch)
@@ -178,9 +180,11 @@ def native_losses(base: torch.nn.Module, task, shared_data: bool) -> Callable[..
     def losses(params: dict[str, torch.Tensor], batch: dict[str, torch.Tensor]) -> torch.Tensor:
         with torch.no_grad():
             w16 = {}
-            for n in linears:
+            for n, m in linears.items():
                 w = params[f"{n}.weight"].detach().to(BF16)                      # (G, out, in)
-                w16[n] = (w, w.transpose(1, 2).contiguous())
+                wt = w.transpose(1, 2)
+                b = None if m.bias is None else params[f"{n}.bias"].detach().to(BF16)
+                w16[n] = (w, wt.contiguous() if transposed_copy else wt, b)
         return vmapped(params, w16, batch)
 
     return losses

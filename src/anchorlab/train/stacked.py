@@ -39,7 +39,7 @@ import torch
 from ..config import ConfigError, ExperimentConfig
 from ..tasks.base import build_task, stack_batches, task_class
 from .optim import lr_at, make_optimizer, param_groups
-from .precision import autocast, check_native
+from .precision import autocast, check_native, transposed_copy
 from .run import Callback, Progress, RunState, completed_final, epoch_permutation, numerics, pick_device
 from .stack_ops import StackedAdamW, StackedParams, clip_per_model, native_losses
 
@@ -239,7 +239,7 @@ def _train_group(members: list[RunState], start: int, device: torch.device, prog
     native = members[0].precision is not None and members[0].precision.path == "native"
     if native:
         check_native(base, cfg0.train.compile)
-        losses_of = native_losses(base, task, shared_data)
+        losses_of = native_losses(base, task, shared_data, transposed_copy(cfg0.train.bf16_wt, device))
     else:
         losses_of = torch.vmap(one_loss, in_dims=(0, None if shared_data else 0))
     if cfg0.train.compile:
