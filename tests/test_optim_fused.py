@@ -80,3 +80,45 @@ def test_a_fused_run_trains_and_records_the_choice(tmp_path, tiny_overrides):
     assert res.final["status"] == "finished"
     saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert saved["optim"]["fused"] is True
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_a_fused_step_moves_the_parameters_version_counters(tiny_overrides, flat):
+    """torch's fused kernel writes the parameters without moving their version counters; FusedAdamW (and the
+    flat optimizer over it) moves them, as the foreach update does, so a cache keyed on them sees the step."""
+    from anchorlab.train.flat import FlatAdamW
+
+    cfg = experiment_from_dict({}, tiny_overrides + ["optim.fused=true"])
+    model, _ = init_model(cfg)
+    opt = make_optimizer(model, cfg.optim)
+    if flat:
+        opt = FlatAdamW.from_optimizer(model, opt)
+    for p in model.parameters():
+        p.grad = torch.full_like(p, 1e-3)
+    before = {n: p._version for n, p in model.named_parameters()}
+    opt.step()
+    assert all(p._version > before[n] for n, p in model.named_parameters())
+
+
+def test_native_bf16_with_fused_adamw_trains_on_the_updated_weights(tiny_overrides):
+    """On the native bfloat16 path the forward multiplies the weight cache's copies: with the fused update
+    they follow the masters step by step, and training follows the foreach run's (it did not before
+    FusedAdamW: the copies stayed at the init and the losses parted from the first steps)."""
+    from anchorlab.model.bf16 import BF16
+    from anchorlab.train.flat import FlatAdamW
+    from anchorlab.train.precision import Precision, step_context
+
+    over = tiny_overrides + ["train.amp=bf16", "train.bf16_path=native"]
+    losses = {}
+    for fused in (False, True):
+        cfg = experiment_from_dict({}, over + [f"optim.fused={str(fused).lower()}"])
+        task = build_task(cfg.task)
+        data = task.train_data(0)
+        model, _ = init_model(cfg)
+        opt = FlatAdamW.from_optimizer(model, make_optimizer(model, cfg.optim))
+        ctx = step_context(Precision("bf16", "bf16", "test", path="native"), torch.device("cpu"), model)
+        losses[fused] = [train_step(model, model, opt, task, data.batch(torch.arange(i * 64, (i + 1) * 64)),
+                                    ctx, cfg.optim.clip_norm).item() for i in range(8)]
+        lin = ctx.weights.linears[0]
+        assert torch.equal(ctx.weights.get(lin)[0], lin.weight.detach().to(BF16))
+    assert losses[True] == pytest.approx(losses[False], rel=2e-3) and losses[True][-1] < losses[True][0]

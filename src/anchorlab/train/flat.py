@@ -31,6 +31,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from .optim import mark_updated
+
 log = logging.getLogger(__name__)
 
 
@@ -139,6 +141,7 @@ class FlatAdamW(torch.optim.AdamW):
         assert closure is None, "FlatAdamW.step takes no closure"
         if not self.handed_over and self._gather():
             super().step()
+            mark_updated(self)    # a fused step leaves the buffer's version counter (the views' too) where it was
         else:
             for g, t in zip(self.param_groups, self.twin.param_groups):
                 t["lr"] = g["lr"]

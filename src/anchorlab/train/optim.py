@@ -6,6 +6,7 @@ import math
 
 import torch
 from torch import nn
+from torch.autograd.graph import increment_version
 
 from ..config import OptimConfig
 from ..model.roles import param_infos
@@ -39,9 +40,29 @@ def param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict]:
 def make_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.AdamW:
     """AdamW over :func:`param_groups`. ``foreach=True`` also on the CPU (torch picks the per-tensor loop there):
     the same update to the bit, with fewer kernel launches (tests/test_optim_foreach.py). ``optim.fused``:
-    torch's fused kernel instead (one pass per tensor; the same algorithm, other bits; opt-in)."""
-    impl = {"fused": True} if cfg.fused else {"foreach": True}
-    return torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, **impl)
+    torch's fused kernel instead (one pass per tensor; the same algorithm, other bits; opt-in), as
+    :class:`FusedAdamW`."""
+    if cfg.fused:
+        return FusedAdamW(param_groups(model, cfg), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=True)
+    return torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, foreach=True)
+
+
+class FusedAdamW(torch.optim.AdamW):
+    """torch's fused AdamW, whose kernel writes the parameters without moving their version counters (torch
+    2.13; the ``foreach`` update moves them). A cache keyed on those counters, the native bfloat16 path's
+    weight copies (model/bf16.py), would keep the weights of the first step; each step moves them."""
+
+    def step(self, closure=None):
+        loss = super().step(closure)
+        mark_updated(self)
+        return loss
+
+
+def mark_updated(opt: torch.optim.Optimizer) -> None:
+    """Move the version counter of every parameter a fused AdamW step just wrote (those with a gradient):
+    what an in-place update does, and what tells the native path's weight cache its copies are stale."""
+    if opt.defaults.get("fused"):
+        increment_version([p for g in opt.param_groups for p in g["params"] if p.grad is not None])
 
 
 def lr_at(step: int, steps_per_epoch: int, cfg: OptimConfig) -> float:
