@@ -100,7 +100,8 @@ def test_a_fused_step_moves_the_parameters_version_counters(tiny_overrides, flat
     assert all(p._version > before[n] for n, p in model.named_parameters())
 
 
-def test_native_bf16_with_fused_adamw_trains_on_the_updated_weights(tiny_overrides):
+@pytest.mark.parametrize("flat", [False, True])
+def test_native_bf16_with_fused_adamw_trains_on_the_updated_weights(tiny_overrides, flat):
     """On the native bfloat16 path the forward multiplies the weight cache's copies: with the fused update
     they follow the masters step by step, and training follows the foreach run's (it did not before
     FusedAdamW: the copies stayed at the init and the losses parted from the first steps)."""
@@ -115,7 +116,8 @@ def test_native_bf16_with_fused_adamw_trains_on_the_updated_weights(tiny_overrid
         task = build_task(cfg.task)
         data = task.train_data(0)
         model, _ = init_model(cfg)
-        opt = FlatAdamW.from_optimizer(model, make_optimizer(model, cfg.optim))
+        opt = make_optimizer(model, cfg.optim)
+        opt = FlatAdamW.from_optimizer(model, opt) if flat else opt
         ctx = step_context(Precision("bf16", "bf16", "test", path="native"), torch.device("cpu"), model)
         losses[fused] = [train_step(model, model, opt, task, data.batch(torch.arange(i * 64, (i + 1) * 64)),
                                     ctx, cfg.optim.clip_norm).item() for i in range(8)]
