@@ -50,7 +50,12 @@ class WeightCache:
 
     A stale linear refreshes every stale linear at once, with one ``torch._foreach_copy_`` for the weights'
     casts and one for the biases' instead of a cast per linear: a step's update makes every copy stale
-    together. The values are the per-linear casts' bit for bit (a cast is elementwise)."""
+    together. The values are the per-linear casts' bit for bit (a cast is elementwise).
+
+    Staleness is read from the masters' version counters: a writer that does not move them leaves the
+    copies stale. torch's fused AdamW is one (torch 2.13); ``train.optim.FusedAdamW``, what ``optim.fused``
+    builds, moves them after each step (``torch.autograd.graph.increment_version``), as a loop of one's own
+    with another such optimizer must."""
 
     def __init__(self, model: nn.Module, transposed_copy: bool = False) -> None:
         self.linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
