@@ -209,20 +209,20 @@ def test_linear_without_signature_binding_builds_the_same_graph_and_gradients_as
     from anchorlab.model.bf16 import _apply, _Linear
     torch.manual_seed(0)
     lin = torch.nn.Linear(16, 8)
-    w16, wt16 = WeightCache(lin).get(lin)
+    w16, wt16, b16 = WeightCache(lin).copies(lin)
     x = torch.randn(4, 3, 16).to(BF16)
     outs, grads = [], []
     for call in (lambda *a: _Linear.apply(*a), lambda *a: _apply(_Linear, *a)):
         lin.zero_grad()
         xi = x.clone().requires_grad_()
-        out = call(xi, lin.weight, lin.bias, w16, wt16)
+        out = call(xi, lin.weight, lin.bias, w16, wt16, b16)
         assert type(out.grad_fn).__name__ == "_LinearBackward"
         out.float().square().sum().backward()
         outs.append(out)
         grads.append((xi.grad, lin.weight.grad.clone(), lin.bias.grad.clone()))
     assert torch.equal(outs[0], outs[1])
     assert all(torch.equal(a, b) for a, b in zip(*grads))
-    batched = torch.vmap(lambda t: _apply(_Linear, t, lin.weight, lin.bias, w16, wt16))(x)   # through Function.apply
+    batched = torch.vmap(lambda t: _apply(_Linear, t, lin.weight, lin.bias, w16, wt16, b16))(x)   # through Function.apply
     assert batched.dtype == BF16 and rel(batched, outs[0]) < 1e-2     # a batched GEMM: bfloat16 roundings differ
 
 

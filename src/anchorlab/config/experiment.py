@@ -261,7 +261,7 @@ class TrainConfig:
     # a bf16 run on the native path, so no run id recorded before the field moved (docs/choices.md)
     bf16_path: str = field(default="auto", metadata={  # "auto" (native for the anchorlab Transformer in float32 without compile, else autocast; config/precision_rules.py) | "native" (bf16 activations between ops; docs/engine.md) | "autocast" (torch.autocast, every committed bf16 study)
         "identity_when": lambda c: c.amp != "none" and c.bf16_path == "native"})
-    # single loop on the native path; speed only (model/bf16.py, WeightCache; docs/engine.md, "Weight layout")
+    # native path, single loop and stack; speed only (model/bf16.py, WeightCache; docs/engine.md, "Weight layout")
     bf16_wt: str = field(default="auto", metadata={"identity": False})  # the forward's W.T: "auto" (a bf16 copy on a CPU with AMX, else the view of W's bf16 copy) | "copy" | "view"
     tf32: bool = False
     log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval

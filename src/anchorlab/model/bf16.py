@@ -35,7 +35,7 @@ from torch import nn
 from torch._functorch.utils import unwrap_dead_wrappers
 
 BF16 = torch.bfloat16
-_STATE = threading.local()     # .weights: the active WeightCache or {linear: (W16, Wt16[, b16])}; absent outside native_bf16
+_STATE = threading.local()     # .weights: the active WeightCache or {linear: (W16, Wt16, b16)}; absent outside native_bf16
 
 
 class WeightCache:
@@ -105,8 +105,7 @@ class WeightCache:
 
 class native_bf16:  # noqa: N801 -- used like torch.autocast: `with native_bf16(cache):`
     """Context: the model's forward runs on the native bfloat16 path with these weight copies (a
-    :class:`WeightCache`, or ``{linear: (W16, Wt16)}`` / ``{linear: (W16, Wt16, b16)}``). Reusable, like an
-    autocast object."""
+    :class:`WeightCache`, or ``{linear: (W16, Wt16, b16 or None)}``). Reusable, like an autocast object."""
 
     def __init__(self, weights: WeightCache | Mapping[nn.Linear, tuple[torch.Tensor, ...]]) -> None:
         self.weights = weights
@@ -126,12 +125,9 @@ def active() -> bool:
 
 
 def _copies(mod: nn.Linear) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """``(W16, Wt16, b16)``; a mapping's entry without a bias copy gives None (the bias cast in the forward)."""
+    """``(W16, Wt16, b16 or None)`` of the active weights."""
     w = _STATE.weights
-    if isinstance(w, WeightCache):
-        return w.copies(mod)
-    e = w[mod]
-    return e if len(e) == 3 else (*e, None)
+    return w.copies(mod) if isinstance(w, WeightCache) else w[mod]
 
 
 def _apply(fn: type[torch.autograd.Function], *args: object) -> torch.Tensor:
@@ -153,14 +149,11 @@ class _Linear(torch.autograd.Function):
 
     @staticmethod
     def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, w16: torch.Tensor,
-                wt16: torch.Tensor, b16: torch.Tensor | None = None) -> torch.Tensor:
+                wt16: torch.Tensor, b16: torch.Tensor | None) -> torch.Tensor:
         # one 2-D GEMM over every row (a 3-D x @ W would broadcast W into a batched matmul when x is
         # a strided slice, e.g. the last position's queries)
         x2 = x.reshape(-1, x.shape[-1])
-        if bias is None:
-            out = x2 @ wt16
-        else:
-            out = torch.addmm(bias.to(BF16) if b16 is None else b16, x2, wt16)
+        out = x2 @ wt16 if bias is None else torch.addmm(b16, x2, wt16)
         return out.view(*x.shape[:-1], wt16.shape[-1])
 
     @staticmethod
