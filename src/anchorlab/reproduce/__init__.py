@@ -13,6 +13,7 @@ from . import figures_diffusion  # noqa: F401,E402  (register)
 from . import figures_fig2, figures_predictors, figures_wd  # noqa: F401  (register)
 from . import figures_opset, figures_opset_many  # noqa: F401  (register)
 from . import figures_journal3  # noqa: F401  (register)
+from . import figures_scale  # noqa: F401  (register)
 from .registry import FIGURES, Claim, Figure, register
 from .runner import describe_figures, figure_spec, reproduce
 
