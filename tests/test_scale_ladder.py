@@ -31,7 +31,9 @@ def test_the_design_is_the_issues_ladder_on_one_precision_path():
         assert c.init.ref_width == 400 and c.init.gamma in (0.3, 0.8)
         assert c.train.bf16_path == "autocast" and c.model.d_ff == 3 * c.model.d_model
         assert c.train.init_seed == c.train.data_seed in (0, 1, 2)
-        assert c.train.epochs == 118.2                      # the 1/2x clock at every rung, 900k included
+        spe, total, _ = c.train.plan(c.task.n_train)         # the 1/2x clock at every rung, 900k included
+        assert total == 46_098 and round(c.optim.warmup_epochs * spe) == 2_196
+        assert round((c.optim.warmup_epochs + c.optim.cosine_epochs) * spe) == 46_098
     # the committed width-128 rows are this design's runs (same config, same run id)
     committed = set(pd.read_csv(FIGS / "opset_many_cpu.csv").run_id) | set(pd.read_csv(FIGS / "fig2_cell_cpu.csv").run_id)
     w128 = {r.run_id for r in runs if (r.config.model.d_model, r.config.task.n_train) == (128, 100_000)}
