@@ -124,3 +124,36 @@ def test_native_bf16_with_fused_adamw_trains_on_the_updated_weights(tiny_overrid
         lin = ctx.weights.linears[0]
         assert torch.equal(ctx.weights.get(lin)[0], lin.weight.detach().to(BF16))
     assert losses[True] == pytest.approx(losses[False], rel=2e-3) and losses[True][-1] < losses[True][0]
+
+
+def test_the_loop_refreshes_the_native_copies_whatever_writes_the_masters(tiny_overrides):
+    """The training loop casts the native path's copies again after each optimizer step, so an optimizer that
+    does not move the parameters' version counters (torch's own fused AdamW, not FusedAdamW) trains on the
+    updated weights; the copies are the masters' casts after every step."""
+    from anchorlab.model.bf16 import BF16
+    from anchorlab.train.precision import Precision, step_context
+
+    cfg = experiment_from_dict({}, tiny_overrides + ["train.amp=bf16", "train.bf16_path=native"])
+    task = build_task(cfg.task)
+    data = task.train_data(0)
+    model, _ = init_model(cfg)
+    raw = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)    # moves no version counter
+    ctx = step_context(Precision("bf16", "bf16", "test", path="native"), torch.device("cpu"), model)
+    assert ctx.weights.managed
+    versions = [p._version for p in model.parameters()]
+    for i in range(3):
+        train_step(model, model, raw, task, data.batch(torch.arange(i * 64, (i + 1) * 64)), ctx, 0.0)
+        for lin in ctx.weights.linears:
+            w16, _, b16 = ctx.weights.copies(lin)
+            assert torch.equal(w16, lin.weight.detach().to(BF16))
+            assert b16 is None or torch.equal(b16, lin.bias.detach().to(BF16))
+    assert [p._version for p in model.parameters()] == versions         # the counters never moved
+    # a cache on its own (not managed) still reads the counters, and so misses such an update
+    from anchorlab.model.bf16 import WeightCache
+
+    alone = WeightCache(model)
+    lin = alone.linears[0]
+    before = alone.get(lin)[0].clone()
+    with torch.no_grad():
+        torch._foreach_add_([lin.weight.data], [torch.ones_like(lin.weight)])   # .data: no counter moved
+    assert torch.equal(alone.get(lin)[0], before)

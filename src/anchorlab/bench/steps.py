@@ -114,6 +114,9 @@ def time_steps(cfg: ExperimentConfig, steps: int, warmup: int, clock: Clock, pro
         if clip > 0:
             clip_gradients(model, opt, clip)
         opt.step()
+        after = getattr(amp, "after_step", None)    # the native path's copies, as train_step casts them
+        if after is not None:
+            after()
         t3 = clock()
         fw, bw, op = fw + t1 - t0, bw + t2 - t1, op + t3 - t2
     prof, split = None, None

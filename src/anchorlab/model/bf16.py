@@ -52,17 +52,27 @@ class WeightCache:
     casts and one for the biases' instead of a cast per linear: a step's update makes every copy stale
     together. The values are the per-linear casts' bit for bit (a cast is elementwise).
 
-    Staleness is read from the masters' version counters: a writer that does not move them leaves the
-    copies stale. torch's fused AdamW is one (torch 2.13); ``train.optim.FusedAdamW``, what ``optim.fused``
-    builds, moves them after each step (``torch.autograd.graph.increment_version``), as a loop of one's own
-    with another such optimizer must."""
+    Two ways to keep the copies current:
 
-    def __init__(self, model: nn.Module, transposed_copy: bool = False) -> None:
+    * ``managed=True`` (what the training loops use, through ``train.precision.step_context``): the owner
+      calls :meth:`refresh` after each optimizer step (``native_bf16.after_step``), and a lookup trusts the
+      copies it holds. Nothing depends on how the optimizer writes the masters.
+    * ``managed=False`` (a cache used on its own): staleness is read from the masters' version counters and
+      storage. A writer that does not move the counters leaves the copies stale; torch's fused AdamW is one
+      (torch 2.13), which is why ``train.optim.FusedAdamW`` moves them after each step."""
+
+    def __init__(self, model: nn.Module, transposed_copy: bool = False, managed: bool = False) -> None:
         self.linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
         # linear -> (its masters' key, (W16, Wt16, b16 or None))
         self._copies: dict[nn.Linear, tuple[tuple[int, ...], tuple[torch.Tensor, ...]]] = {}
         self.refreshes = 0         # linears copied so far (what a test of staleness counts)
         self.transposed_copy = transposed_copy
+        self.managed = managed
+
+    def refresh(self) -> None:
+        """Cast every linear's masters again (after an optimizer step): one foreach cast for all of them."""
+        if self.linears:
+            self._refresh(self.linears[0], everything=True)
 
     @staticmethod
     def _key(mod: nn.Linear) -> tuple[int, ...]:
@@ -78,17 +88,18 @@ class WeightCache:
     def copies(self, mod: nn.Linear) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """``(W, W.T, b or None)`` in bfloat16 for the current masters of ``mod``."""
         hit = self._copies.get(mod)
-        if hit is None or hit[0] != self._key(mod):
+        if hit is None or (not self.managed and hit[0] != self._key(mod)):
             self._refresh(mod)
             hit = self._copies[mod]
         return hit[1]
 
     @torch.no_grad()
-    def _refresh(self, mod: nn.Linear) -> None:
+    def _refresh(self, mod: nn.Linear, everything: bool = False) -> None:
         keys = {m: self._key(m) for m in self.linears}
         if mod not in keys:                     # a linear outside the model the cache was made for
             keys[mod] = self._key(mod)
-        stale = [m for m, k in keys.items() if (h := self._copies.get(m)) is None or h[0] != k]
+        stale = list(keys) if everything else [m for m, k in keys.items()
+                                                if (h := self._copies.get(m)) is None or h[0] != k]
         ws = [m.weight.detach() for m in stale]
         w16 = [torch.empty_like(w, dtype=BF16) for w in ws]
         torch._foreach_copy_(w16, ws)
@@ -118,6 +129,11 @@ class native_bf16:  # noqa: N801 -- used like torch.autocast: `with native_bf16(
 
     def __exit__(self, *exc: object) -> None:
         _STATE.weights = self._prev.pop()
+
+    def after_step(self) -> None:
+        """What a training loop calls after each optimizer step: a managed cache casts its copies again."""
+        if isinstance(self.weights, WeightCache) and self.weights.managed:
+            self.weights.refresh()
 
 
 def active() -> bool:

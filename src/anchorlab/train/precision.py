@@ -201,14 +201,15 @@ def autocast(precision: Precision, device: torch.device):
 def step_context(precision: Precision, device: torch.device, model: torch.nn.Module, compiled: bool = False,
                  wt: str = "auto"):
     """The context a training step's forward runs in: autocast, the native bfloat16 path (a
-    :class:`~anchorlab.model.bf16.WeightCache` of ``model``'s linears, kept for the whole run), or none.
+    :class:`~anchorlab.model.bf16.WeightCache` of ``model``'s linears, kept for the whole run and cast again
+    after each optimizer step: the loop calls the context's ``after_step``), or none.
     ``wt`` (``train.bf16_wt``): the native forward's ``W.T``, ``copy`` (contiguous), ``view`` (of the
     bfloat16 ``W``) or ``auto`` (the copy on a CPU with AMX, else the view).
     Reusable across steps. Raises ConfigError when ``model`` has no native path."""
     if precision.path != "native":
         return autocast(precision, device)
     check_native(model, compiled)
-    return native_bf16(WeightCache(model, transposed_copy=transposed_copy(wt, device)))
+    return native_bf16(WeightCache(model, transposed_copy=transposed_copy(wt, device), managed=True))
 
 
 def transposed_copy(wt: str, device: torch.device) -> bool:

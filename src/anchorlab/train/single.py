@@ -24,7 +24,7 @@ def train_step(model: torch.nn.Module, fwd: Any, opt: torch.optim.Optimizer, tas
     """One optimizer step of the single loop (also what ``anchorlab bench`` times): the loss under
     ``amp`` (an autocast context, the native bfloat16 one of :func:`~.precision.step_context`, or a null
     one), backward, clipping (over the flat buffers when ``opt`` is a :class:`~.flat.FlatAdamW`), AdamW;
-    returns the loss."""
+    the native path's bfloat16 weight copies cast again from the updated masters; returns the loss."""
     with amp:
         loss = task.loss(fwd, batch)
     opt.zero_grad(set_to_none=True)
@@ -32,6 +32,9 @@ def train_step(model: torch.nn.Module, fwd: Any, opt: torch.optim.Optimizer, tas
     if clip_norm > 0:
         clip_gradients(model, opt, clip_norm)
     opt.step()
+    after = getattr(amp, "after_step", None)     # the native path's weight copies, cast from the new masters
+    if after is not None:
+        after()
     return loss
 
 
