@@ -5,6 +5,9 @@ import pytest
 import torch
 
 torch.set_num_threads(1)
+# Estimates time no probe in the suite (anchorlab.sweep.probe): a dry run of a paper-scale figure would time
+# paper-scale steps. The probe's own tests turn it on with a cache of their own.
+os.environ.setdefault("ANCHORLAB_PROBE", "off")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -33,3 +36,11 @@ def shared_datasets() -> Path:
     if not d.exists():
         pytest.skip(f"reference datasets not found at {d}")
     return d
+
+
+@pytest.fixture
+def probe_on(tmp_path, monkeypatch):
+    """The timed probe on, with an empty cache of its own."""
+    monkeypatch.setenv("ANCHORLAB_PROBE", "on")
+    monkeypatch.setenv("ANCHORLAB_CACHE", str(tmp_path / "probe-cache"))
+    return tmp_path / "probe-cache"

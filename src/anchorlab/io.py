@@ -117,3 +117,36 @@ def _default(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+PATH_COLUMNS = ("source", "run_dir")
+
+
+def portable_paths(table, out: str | Path):
+    """``table`` with no machine path in its path columns (:data:`PATH_COLUMNS`): a run directory is written
+    relative to its sweep (``runs/<id>``), any other path under ``out`` relative to ``out`` (``sweep``), another
+    absolute path relative to the working directory where it lies under it, else as its last three parts; relative
+    paths and empty cells are kept. A committed table is read without its paths
+    (:func:`anchorlab.sweep.runtable.run_table`), so nothing it draws depends on them."""
+    cols = [c for c in PATH_COLUMNS if c in getattr(table, "columns", ())]
+    if not cols:
+        return table
+    base, cwd = Path(out).resolve(), Path.cwd().resolve()
+
+    def rel(v, col):
+        if not isinstance(v, str) or not v or not os.path.isabs(v):
+            return v
+        p = Path(v).resolve()
+        if col == "run_dir" and p.parent.name == "runs":
+            return str(Path("runs", p.name))
+        for root in (base, cwd):
+            try:
+                return str(p.relative_to(root))
+            except ValueError:
+                pass
+        return str(Path(*p.parts[-3:]))
+
+    t = table.copy()
+    for c in cols:
+        t[c] = t[c].map(lambda v, c=c: rel(v, c))
+    return t

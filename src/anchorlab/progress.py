@@ -23,6 +23,11 @@ def is_terminal(stream: Any) -> bool:
         return False
 
 
+def _hms(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
+
+
 def _fmt(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
@@ -40,6 +45,7 @@ class Progress:
                  stream: IO[str] | None = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.total, self.n, self.desc, self.unit = total, initial, desc, unit
+        self.initial = initial
         self.t0 = time.perf_counter()
         self.bar = None
         self.lines = False
@@ -60,7 +66,10 @@ class Progress:
 
     def _line(self, text: str) -> None:
         elapsed = time.perf_counter() - self.t0
-        self.stream.write(f"{self.desc} [{self.n}/{self.total} {self.unit}s, {elapsed:.0f}s] {text}\n")
+        done = self.n - self.initial
+        eta = (f", ETA {_hms(elapsed / done * (self.total - self.n))}"
+               if self.unit == "step" and 0 < done and self.n < self.total else "")
+        self.stream.write(f"{self.desc} [{self.n}/{self.total} {self.unit}s, {elapsed:.0f}s{eta}] {text}\n")
         self.stream.flush()
 
     def show(self, row: Mapping[str, Any], keys: Sequence[str] = ()) -> None:

@@ -187,6 +187,22 @@ EXECUTORS: dict[str, Callable[..., Any]] = {
 }
 
 
+def check_executor(name: "str | Any", max_workers: int | None = None) -> None:
+    """Refuse, in one line and before a sweep writes anything, an executor that :func:`make_executor` would refuse
+    (an unknown name, the in-process one with workers, Ray not installed). An executor object passes."""
+    import importlib.util
+
+    if not isinstance(name, str):
+        return
+    if name not in EXECUTORS:
+        raise ConfigError(f"executor: must be one of {', '.join(repr(k) for k in EXECUTORS)}, got {name!r}")
+    if name == "inprocess" and max_workers not in (None, 1):
+        raise ConfigError(f"executor 'inprocess': runs one job at a time, so --workers {max_workers} does not apply "
+                          f"(use --executor process for parallel runs)")
+    if name == "ray" and importlib.util.find_spec("ray") is None:
+        raise ConfigError("executor 'ray': ray is not installed; pip install 'anchorlab[ray]' or use executor='process'")
+
+
 def make_executor(name: str, **kwargs: Any) -> Any:
     """``'inprocess'`` | ``'process'`` | ``'ray'`` -> executor; ``kwargs`` go to its constructor
     (``max_workers=None`` is dropped for the in-process one)."""

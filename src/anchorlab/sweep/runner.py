@@ -38,8 +38,10 @@ import yaml
 from ..config import ConfigError, ExperimentConfig, to_dict
 from ..io import write_text
 from ..run_status import COMPLETED, TRAINED
-from .executors import make_executor
-from .grid import RunSpec, SweepSpec, expand, load_sweep, runs_frame
+from .executors import check_executor, make_executor
+from .grid import RunSpec, SweepSpec, expand, load_sweep
+from .lock import driver_lock
+from .plan import dry_run, left_elsewhere, plan_sweep  # noqa: F401  (re-exported: the runner's API)
 from .store import ResultStore, stored_statuses
 
 log = logging.getLogger(__name__)
@@ -226,12 +228,16 @@ def _record(store: ResultStore, r: RunSpec, result: Mapping[str, Any], run_dir: 
     return status
 
 
+TICK_SECONDS = 2.0   # how often the driver's live display reads the runs in flight
+
+
 def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str | Path,
               executor: "str | Any" = "process", max_workers: int | None = None,
               run_fn: "str | RunFn | None" = None, retry_failed: bool = True, *,
               store_history: bool = True,
               on_result: Callable[[RunSpec, str], None] | None = None,
-              stack: "str | int" = "auto", done_elsewhere: Collection[str] = ()) -> pd.DataFrame:
+              stack: "str | int" = "auto", done_elsewhere: Collection[str] = (),
+              on_tick: Callable[[list[tuple[str, Path]]], None] | None = None) -> pd.DataFrame:
     """Run every pending run of ``spec`` into ``out_dir``; return the tidy table of its runs.
 
     ``executor``: ``'process'`` (local pool, one torch thread per worker),
@@ -239,7 +245,8 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
     ``run_fn(cfg, run_dir) -> result dict`` defaults to
     ``anchorlab.train:run``; it must be picklable (module level)
     for process and Ray executors. ``on_result(run, status)`` is called after
-    each run is recorded (progress bars). ``stack`` ("auto", "never" or a
+    each run is recorded (progress bars); ``on_tick([(run_id, run_dir), ...])`` every
+    :data:`TICK_SECONDS` with the runs in flight (a live display reads their directories). ``stack`` ("auto", "never" or a
     maximum stack size) trains same-shape runs as stacks (see :func:`plan_jobs`). ``done_elsewhere``: run
     ids completed on another machine (:func:`anchorlab.sweep.results.done_ids` of committed run tables);
     those this store has not completed are left out of this sweep's runs, neither trained nor registered.
@@ -249,12 +256,21 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
     if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)
                                     or max_workers < 1):   # refused before anything is written into out_dir
         raise ConfigError(f"max_workers: must be a positive integer, got {max_workers!r}")
+    check_executor(executor, max_workers)
     spec = load_sweep(spec)
     out = Path(out_dir).resolve()  # absolute: workers (Ray) may run elsewhere
     elsewhere = left_elsewhere(done_elsewhere, stored_statuses(out / "results.sqlite") if done_elsewhere else {})
     design = expand(spec)
     runs = [r for r in design if r.run_id not in elsewhere]
     out.mkdir(parents=True, exist_ok=True)
+    with driver_lock(out):
+        return _run_locked(spec, out, design, runs, executor, max_workers, run_fn, retry_failed,
+                           store_history, on_result, stack, on_tick)
+
+
+def _run_locked(spec, out: Path, design, runs, executor, max_workers, run_fn, retry_failed,
+                store_history, on_result, stack, on_tick) -> pd.DataFrame:
+    """:func:`run_sweep` with ``out``'s driver lock held."""
     plain = json.loads(json.dumps(spec.to_dict(), default=list))
     write_text(out / "sweep.yaml", yaml.safe_dump(plain, sort_keys=False))
     run_fn = run_fn if run_fn is not None else DEFAULT_RUN_FN
@@ -282,7 +298,7 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
         log.info("sweep %s: %d runs, %d to do", spec.name, len(runs), len(todo))
         if todo:
             _execute(store, todo, dir_of, executor, max_workers, run_fn, store_history, on_result, stack,
-                     resume_ranks(todo, design, dir_of))
+                     resume_ranks(todo, design, dir_of), on_tick)
         df = store.to_dataframe(run_ids=ids)
     # axes of other sweeps sharing this store are not axes of this one
     df = df.drop(columns=[a for a in df.attrs.get("axes", []) if a not in spec.axis_keys])
@@ -293,7 +309,8 @@ def run_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str |
 def _execute(store: ResultStore, todo: list[RunSpec], dir_of: Callable[[str], Path], executor: Any,
              max_workers: int | None, run_fn: Any, store_history: bool,
              on_result: Callable[[RunSpec, str], None] | None, stack: "str | int" = "never",
-             ranks: Mapping[str, int] | None = None) -> None:
+             ranks: Mapping[str, int] | None = None,
+             on_tick: Callable[[list[tuple[str, Path]]], None] | None = None) -> None:
     owned = isinstance(executor, str)
 
     def build() -> Any:
@@ -323,7 +340,12 @@ def _execute(store: ResultStore, todo: list[RunSpec], dir_of: Callable[[str], Pa
                         store.record_failure(r.run_id, f"executor broken at submit: {e!r}")
             if not inflight:
                 continue
-            done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+            done, _ = wait(list(inflight), timeout=TICK_SECONDS if on_tick else None, return_when=FIRST_COMPLETED)
+            if on_tick:
+                try:
+                    on_tick([(r.run_id, dir_of(r.run_id)) for job in inflight.values() for r in job])
+                except Exception:  # noqa: BLE001 - a display never stops a sweep
+                    log.debug("progress display failed", exc_info=True)
             broken = False
             for fut in done:
                 job = inflight.pop(fut)
@@ -348,33 +370,3 @@ def _execute(store: ResultStore, todo: list[RunSpec], dir_of: Callable[[str], Pa
     finally:
         if owned:
             ex.shutdown(wait=clean, cancel_futures=not clean)
-
-
-def left_elsewhere(done_elsewhere: Collection[str], statuses: Mapping[str, str]) -> set[str]:
-    """The runs of ``done_elsewhere`` a sweep leaves out: all but those its own store (``statuses``) completed."""
-    return {i for i in done_elsewhere if statuses.get(i) not in COMPLETED}
-
-
-def plan_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path", out_dir: str | Path | None = None,
-               retry_failed: bool = True, done_elsewhere: Collection[str] = ()) -> pd.DataFrame:
-    """Dry run: one row per run (run_id, axes, status in the store or 'new', action); writes nothing.
-
-    ``action`` is ``run`` (new or pending), ``resume`` (was running), ``retry``
-    (failed, with ``retry_failed``) or ``skip``; a run of ``done_elsewhere`` that this store has not
-    completed has status ``elsewhere`` and is skipped (as :func:`run_sweep` leaves it out).
-    """
-    spec = load_sweep(spec)
-    df = runs_frame(expand(spec))
-    if df.empty:
-        return df
-    statuses = stored_statuses(Path(out_dir) / "results.sqlite") if out_dir is not None else {}
-    elsewhere = left_elsewhere(done_elsewhere, statuses)
-    df["status"] = ["elsewhere" if i in elsewhere else statuses.get(i, "new") for i in df.run_id]
-    act = {"new": "run", "pending": "run", "running": "resume", **dict.fromkeys(COMPLETED, "skip"),
-           "failed": "retry" if retry_failed else "skip", "elsewhere": "skip"}
-    df["action"] = df.status.map(act)
-    df.attrs["axes"] = list(spec.axis_keys)
-    return df
-
-
-dry_run = plan_sweep

@@ -6,6 +6,7 @@ A run directory is the record of a run::
     param_table.csv    every parameter: role, shape, fan_in, gamma, target/measured init std, lr, weight decay
     metrics.jsonl      one line per evaluation (step, epoch, lr, train_loss, wall/eval seconds, metrics)
     precision.json     the precision and device it trains in, from its start (final.json repeats it)
+    plan.json          total steps, steps per epoch, evaluation cadence, and the step and wall time it (re)started at
     checkpoint.pt      latest state (model, optimizer, step), written atomically
     checkpoint.prev.pt the one before (resume falls back to it if checkpoint.pt is unusable)
     model.safetensors  final weights
@@ -25,7 +26,6 @@ so a resumed run reproduces an uninterrupted one without saving RNG state.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -47,64 +47,13 @@ from ..run_status import COMPLETED
 from ..tasks.base import Task
 from ..metric_order import lower_is_better
 from .checkpoint import load_checkpoint, remove_stale_temps, save_checkpoint, save_weights, versions
-from .allocator import retain_freed_memory
+from .environment import flush_denormal, numerics, pick_device  # noqa: F401 - re-exported
 from .optim import lr_at, make_optimizer
 from .precision import Precision, resolve_precision
 
 log = logging.getLogger(__name__)
 Callback = Callable[[int, torch.nn.Module], dict[str, float]]
 NOT_METRICS = ("step", "epoch", "lr", "wall_seconds", "eval_seconds")
-
-
-# ------------------------------------------------------------------ environment
-def pick_device(spec: str) -> torch.device:
-    if spec == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if spec.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"train.device: {spec!r} requested but CUDA is not available; use 'cpu' or 'auto'")
-    dev = torch.device(spec)
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise ConfigError(f"train.device: {spec!r} but this machine has {torch.cuda.device_count()} CUDA device(s)")
-    return dev
-
-
-def flush_denormal() -> bool:
-    """Whether this thread flushes denormals to zero now (torch has a setter only, so it is measured).
-
-    Multiplies the float64 denormal 1e-310 by 1: the result is 0 exactly when
-    flush-to-zero / denormals-are-zero is on (whoever switched it on).
-    """
-    return bool((torch.tensor([1e-310], dtype=torch.float64) * 1.0).item() == 0.0)
-
-
-@contextlib.contextmanager
-def numerics(cfg: ExperimentConfig, device: torch.device):
-    """Process-wide numeric switches for the duration of a run, each restored to its previous value after.
-
-    Threads (``train.threads``), flush-denormal on CPU (``train.flush_denormal``)
-    and TF32 for CUDA matmuls and cuDNN (``train.tf32``). ``train.malloc_retain``
-    (CPU) raises glibc's malloc thresholds for the rest of the process: it has no
-    getter, so it is the one switch not restored.
-    """
-    t = cfg.train
-    old_threads = torch.get_num_threads()
-    old_flush = flush_denormal()
-    old_tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    if t.threads:
-        torch.set_num_threads(t.threads)
-    if device.type == "cpu":
-        torch.set_flush_denormal(t.flush_denormal)
-        if t.malloc_retain:
-            retain_freed_memory()   # process-wide, not restored (see train/allocator.py)
-    torch.backends.cuda.matmul.allow_tf32 = t.tf32   # flags only: harmless without CUDA
-    torch.backends.cudnn.allow_tf32 = t.tf32
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old_threads)
-        if device.type == "cpu":
-            torch.set_flush_denormal(old_flush)
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old_tf32
 
 
 def build_model(cfg: ExperimentConfig) -> torch.nn.Module:
@@ -317,6 +266,9 @@ class RunState:
             tracker.start(cfg, step)
         precision = resolve_precision(cfg.train.amp, device, bf16_path=cfg.train.bf16_path, dtype=cfg.train.dtype)
         write_json(run_dir / "precision.json", {**precision.to_dict(), "from_step": step})
+        spe, total, every = steps_plan(cfg, len(train_data))      # what a watcher needs (anchorlab status)
+        write_json(run_dir / "plan.json", {"total_steps": total, "steps_per_epoch": spe, "eval_every": every,
+                                           "from_step": step, "wall_before": wall})
         return cls(cfg, task, run_dir, model, opt, train_data, step, wall, history, callbacks, eval_data, device, t0,
                    tracker, precision)
 
@@ -379,7 +331,13 @@ class RunState:
                                        "total_steps": self.plan[1], "wall_seconds": self.wall()})
 
     def finish(self, model: torch.nn.Module, status: str, step: int) -> dict[str, Any]:
-        """Save the final weights and write final.json."""
+        """Save the final weights and write final.json. Its final metrics are always the last step's: a resumed
+        run whose last evaluation was lost (a cut metrics line) is evaluated again from its weights first."""
+        if not self.history or int(self.history[-1].get("step", -1)) != step:
+            last = self.history[-1].get("step") if self.history else None
+            log.warning("%s: the last evaluation on record is at step %s, not the last step %d; evaluating the "
+                        "weights at step %d for the final metrics", self.run_dir, last, step, step)
+            self.record(step, model, math.nan)
         save_weights(self.run_dir / "model.safetensors", model, {"run_id": self.cfg.run_id()})
         final = finalize(self.cfg, self.run_dir, self.history, status, self.wall(), step, self.precision,
                          self.plan[1])
