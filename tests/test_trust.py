@@ -82,8 +82,8 @@ def test_run_sweep_into_a_busy_folder_trains_nothing(tmp_path, tiny_overrides):
 def test_a_repaired_runs_final_metrics_are_its_last_steps(tmp_path, tiny_overrides, caplog):
     """final.json gone and the last metrics line cut: the re-run's final metrics are the last step's (evaluated
     again from the weights), never the earlier evaluation's."""
-    from anchorlab import load_config, train
-    from anchorlab.train import load_run
+    from anchorlab import load_config
+    from anchorlab.train import load_run, train
 
     cfg = load_config("demo/small", [*tiny_overrides, "train.eval_every=10"])
     run = tmp_path / "r"

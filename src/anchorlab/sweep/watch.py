@@ -1,10 +1,12 @@
 """How far a sweep is: per run, the step it reached, its rate and its ETA; for the sweep, runs done / running /
-left and the ETA. Read from the sweep folder alone (``results.sqlite``, each run's ``plan.json``,
-``metrics.jsonl`` and ``final.json``), so it works on a running sweep from another shell
+left and the ETA. Read from the sweep folder alone (``results.sqlite``, each run's ``plan.json`` and
+``metrics.jsonl``), so it works on a running sweep from another shell
 (``anchorlab status DIR``) and in the driver itself (:class:`SweepMonitor`, the live display of
 ``anchorlab sweep`` / ``reproduce`` / ``demo``).
 
-A run's total steps come from its ``plan.json`` (written when it starts); a run not started yet takes its
+A run's step and wall time come from the last line of its ``metrics.jsonl`` (a finished run's is its last step's;
+finished runs' metrics are read through :mod:`anchorlab.sweep.runtable`, not here), its total steps from its
+``plan.json`` (written when it starts); a run not started yet takes its
 config's plan where the config names its training-set size (``task.n_train``), else the median of the others.
 The sweep's ETA: the steps left (running runs' remainders and the pending runs' totals) over the summed rate of
 the runs training now (their steps per second over their own wall time), or, between runs, over the median rate
@@ -67,15 +69,11 @@ def run_progress(run_dir: Path, config: Mapping[str, Any] | None = None) -> dict
     """``step``, ``total``, ``wall`` (training seconds so far), ``rate`` (steps a second), the last evaluation
     row (``row``), for one run directory (all NaN / None where it has not started)."""
     run_dir = Path(run_dir)
-    final = _json(run_dir / "final.json")
     plan = _json(run_dir / PLAN_FILE)
-    total = plan.get("total_steps") or final.get("total_steps") or config_total(config)
-    if final.get("steps") is not None:
-        step, wall, row = int(final["steps"]), float(final.get("wall_seconds") or math.nan), None
-    else:
-        row = last_row(run_dir / "metrics.jsonl")
-        step = int(row["step"]) if row else 0
-        wall = float(row.get("wall_seconds", math.nan)) if row else math.nan
+    total = plan.get("total_steps") or config_total(config)
+    row = last_row(run_dir / "metrics.jsonl")      # a finished run's last row is its last step's
+    step = int(row["step"]) if row else 0
+    wall = float(row.get("wall_seconds", math.nan)) if row else math.nan
     start = int(plan.get("from_step") or 0)
     wall_from = float(plan.get("wall_before") or 0.0)
     rate = (step - start) / (wall - wall_from) if wall == wall and wall > wall_from and step > start else math.nan
