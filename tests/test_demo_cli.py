@@ -7,7 +7,7 @@ TINY = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=102
 
 
 def test_demo_writes_summary_and_plot(tmp_path, capsys):
-    args = ["demo", "--out", str(tmp_path), "--workers", "1"]
+    args = ["demo", "--task", "neurips", "--out", str(tmp_path), "--workers", "1"]
     for s in TINY:
         args += ["--set", s]
     assert main(args) == 0
@@ -55,7 +55,7 @@ def test_eval_of_missing_run_is_a_clear_error(tmp_path, capsys):
 def test_demo_over_seeds_and_peak_lrs_gives_both_numbers(tmp_path, capsys):
     import pandas as pd
 
-    args = ["demo", "--out", str(tmp_path), "--workers", "1", "--seeds", "2", "--peak-lrs", "1e-3,3e-3"]
+    args = ["demo", "--task", "neurips", "--out", str(tmp_path), "--workers", "1", "--seeds", "2", "--peak-lrs", "1e-3,3e-3"]
     for s in TINY:
         args += ["--set", s]
     assert main(args) == 0

@@ -116,6 +116,11 @@ def demo_spec(overrides: list[str] | tuple[str, ...] = (), seeds: int = 1,
     """The demo as a sweep spec: ``demo/small`` + overrides, one run per gamma (x seed) (x peak lr)."""
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ConfigError(f"seeds: must be a positive integer (1 or more), got {seeds!r}")
+    for ov in overrides:
+        key = ov.split("=", 1)[0].strip()
+        if key == "init.gamma" or (key == "optim.peak_lr" and peak_lrs):
+            raise ConfigError(f"--set {ov}: the demo sets {key} itself (its two arms' gammas; allowed instead: "
+                              f"`anchorlab robustness --setting NAME:init.gamma=G`, or --peak-lrs)")
     spec: dict[str, Any] = {"name": "demo", "base": load_yaml(DEMO_PRESET), "set": list(overrides),
                             "axes": {"init.gamma": list(DEMO_GAMMAS.values())}}
     if peak_lrs:
@@ -180,12 +185,19 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    def done(run, status: str) -> None:
-        if progress:
-            print(f"  {_label(run.values['init.gamma'])} (gamma={run.values['init.gamma']}): {status}", flush=True)
+    from .sweep.runner import plan_sweep
+    from .sweep.watch import live_display
 
-    df = run_sweep(demo_spec(overrides, seeds, peak_lrs), out, executor="process" if workers > 1 else "inprocess",
-                   max_workers=workers if workers > 1 else None, on_result=done)
+    spec = demo_spec(overrides, seeds, peak_lrs)
+    mon = live_display(out, int((plan_sweep(spec, out).action != "skip").sum()), workers, "demo", progress,
+                       keys=("id_acc", "ood_inferential_acc", "ood_symmetric_acc"))
+    try:
+        df = run_sweep(spec, out, executor="process" if workers > 1 else "inprocess",
+                       max_workers=workers if workers > 1 else None, on_result=mon.finished if mon else None,
+                       on_tick=mon.tick if mon else None)
+    finally:
+        if mon:
+            mon.close()
     runs = df.drop_duplicates("run_id").sort_values("init.gamma")
     failed = runs[~runs.status.isin(TRAINED)]
     if len(failed):

@@ -140,3 +140,54 @@ def random_op_sets(n: int, seed: int = 0, step_range: tuple[int, int] = (-8, 8),
             seen.add(op.label)
             out.append(op)
     return out
+
+
+# ------------------------------------------------------------------ the journal's task: both (3,4) and (4,3) unseen
+JOURNAL_HELD = ((3, 4), (4, 3))
+
+
+def journal_op_set_problems(anchors: Mapping[int, int]) -> list[str]:
+    """Why steps ``anchors`` are not a valid test on the journal's task (empty: valid): (3,4) and (4,3) are both
+    unseen, so their composition must be no trained pair's target (a model that borrowed that pair's answer would
+    read as composing), and the four steps must be distinct and non-zero."""
+    out = []
+    steps = [anchors.get(k) for k in ANCHORS]
+    if any(s is None for s in steps) or len(set(steps)) < len(ANCHORS) or 0 in steps:
+        out.append(f"the steps must be four distinct non-zero integers for anchors 1..4, got {dict(anchors)}")
+        return out
+    comp = anchors[3] + anchors[4]
+    hit = [(x, y) for x in ANCHORS for y in ANCHORS
+           if (x, y) not in JOURNAL_HELD and anchors[x] + anchors[y] == comp]
+    if hit:
+        out.append(f"the unseen pairs' composition x{comp:+d} is also the trained pair {hit[0]}'s target")
+    return out
+
+
+def journal_op_sets(n: int, seed: int = 0, step_range: tuple[int, int] = (-8, 8)) -> list[dict[int, int]]:
+    """``n`` step sets for the journal's task other than the papers' (anchors 1..4 -> step), drawn from
+    ``numpy.random.default_rng([seed, 640])``: four distinct non-zero integers in ``step_range``, kept when
+    :func:`journal_op_set_problems` finds nothing and every target stays in 0..200."""
+    check_range("op_sets", n, 1)
+    lo, hi = step_range
+    pool = [s for s in range(lo, hi + 1) if s != 0]
+    if len(pool) < len(ANCHORS):
+        raise ConfigError(f"step_range: needs at least {len(ANCHORS)} distinct non-zero steps, got {step_range}")
+    rng = np.random.default_rng([seed, 640])
+    out: list[dict[int, int]] = []
+    seen = {tuple(PAPERS["anchors"][k] for k in ANCHORS)}
+    for _ in range(10_000):
+        if len(out) == n:
+            return out
+        anchors = dict(zip(ANCHORS, (int(s) for s in rng.choice(pool, size=len(ANCHORS), replace=False))))
+        sums = [anchors[x] + anchors[y] for x in ANCHORS for y in ANCHORS]
+        key = tuple(anchors[k] for k in ANCHORS)
+        if key in seen or journal_op_set_problems(anchors) or 20 + min(sums) < 0 or 99 + max(sums) > 200:
+            continue
+        seen.add(key)
+        out.append(anchors)
+    raise ConfigError("op_sets: could not draw enough distinct journal op sets within the range; widen it")
+
+
+def steps_label(anchors: Mapping[int, int]) -> str:
+    """``{1:+5,2:+1,3:-2,4:-8}``: a step set as the op-set labels write it."""
+    return "{" + ",".join(f"{a}:{anchors[a]:+d}" for a in sorted(anchors)) + "}"
