@@ -255,16 +255,16 @@ def test_reproduce_fig6_end_to_end_on_tiny_runs(tmp_path, fast_classifier):
         args += ["--set", s]
     assert main(args) == 0
     for f in ("fig6b.png", "fig6b_shape.png", "runs.csv", "summary.csv", "per_node.csv", "paper_vs_ours.csv"):
-        assert (out / f).exists(), f
-    summary = pd.read_csv(out / "summary.csv")
+        assert (out / "journal-fig6" / f).exists(), f
+    summary = pd.read_csv(out / "journal-fig6" / "summary.csv")
     assert list(summary.setting) == ["default", "gamma=0.5", "gamma=0.75", "gamma=1"]
     assert (summary.seeds == 2).all()
-    per_node = pd.read_csv(out / "per_node.csv")
+    per_node = pd.read_csv(out / "journal-fig6" / "per_node.csv")
     assert len(per_node) == 4 * 8 and per_node.shape_acc.between(0, 1).all()
-    claims = pd.read_csv(out / "paper_vs_ours.csv")
+    claims = pd.read_csv(out / "journal-fig6" / "paper_vs_ours.csv")
     assert len(claims) == 5
     assert pd.to_numeric(claims.ours, errors="coerce").dropna().between(0, 1).all()
-    assert len(list((out / "samples").glob("*.npz"))) == 4
+    assert len(list((out / "journal-fig6" / "samples").glob("*.npz"))) == 4
 
 
 def _gated_unet(**kw):

@@ -100,7 +100,7 @@ def test_the_committed_crossing_redraws_with_its_answers(tmp_path):
     out = tmp_path / "cross"
     assert main(["reproduce", "study-opset-cross", "--scale", "cpu", "--from-table", str(committed), "--no-train",
                  "--out", str(out)]) == 0
-    runs, answers = pd.read_csv(out / "runs.csv"), pd.read_csv(out / "answers.csv")
+    runs, answers = pd.read_csv(out / "study-opset-cross" / "runs.csv"), pd.read_csv(out / "study-opset-cross" / "answers.csv")
     assert len(runs) == 24 and set(answers.run_id) == set(runs.run_id) and len(answers) == 24
     kinds = answers[["composition_share", "mirror_share", "trained_target_share", "other_share"]].sum(axis=1)
     assert (kinds - 1).abs().max() < 1e-6
@@ -108,5 +108,5 @@ def test_the_committed_crossing_redraws_with_its_answers(tmp_path):
     both = runs.merge(answers, on="run_id")
     assert (both.composition_share - both.inferential_final).abs().max() < 1e-6
     assert (both.mirror_share - both.symmetric_final).abs().max() < 1e-6
-    claims = pd.read_csv(out / "paper_vs_ours.csv").set_index("claim").ours
+    claims = pd.read_csv(out / "study-opset-cross" / "paper_vs_ours.csv").set_index("claim").ours
     assert claims["the hypothesis the rule supports (eval.crossing)"] == "none of the hypotheses"

@@ -174,9 +174,9 @@ def test_journal_fig3_end_to_end_on_tiny_runs_and_redrawn_from_its_table(tmp_pat
     again = tmp_path / "again"
     assert main(["reproduce", "journal-fig3", "--from-table", str(committed), "--no-train", "--out", str(again)]) == 0
     cells.to_csv(tmp_path / "cells_from_runs.csv", index=False)
-    pd.testing.assert_frame_equal(pd.read_csv(again / "cells.csv"), pd.read_csv(tmp_path / "cells_from_runs.csv"))
-    assert (again / "fig5c.png").exists() and not (again / "fig10.png").exists() and not (again / "sweep").exists()
-    claims = pd.read_csv(again / "paper_vs_ours.csv")
+    pd.testing.assert_frame_equal(pd.read_csv(again / "journal-fig3" / "cells.csv"), pd.read_csv(tmp_path / "cells_from_runs.csv"))
+    assert (again / "journal-fig3" / "fig5c.png").exists() and not (again / "journal-fig3" / "fig10.png").exists() and not (again / "sweep").exists()
+    claims = pd.read_csv(again / "journal-fig3" / "paper_vs_ours.csv")
     assert claims.ours.str.fullmatch(r"\d+ of \d+ lines").sum() >= 4
 
 

@@ -210,14 +210,14 @@ def test_tiny_runs_that_fit_nothing_are_reported_not_substituted(cell):
     out, _ = cell
     runs = list((out / "sweep" / "runs").iterdir())
     assert len(runs) == 18
-    picks = pd.read_csv(out / "picks.csv")
+    picks = pd.read_csv(out / "neurips-fig4" / "picks.csv")
     assert len(picks) == 6 and not picks.picked.any() and picks.note.str.startswith("none").all()
-    assert pd.read_csv(out / "mechanism_summary.csv")["n"].eq(0).all()
-    claims = pd.read_csv(out / "paper_vs_ours.csv")
+    assert pd.read_csv(out / "neurips-fig4" / "mechanism_summary.csv")["n"].eq(0).all()
+    claims = pd.read_csv(out / "neurips-fig4" / "paper_vs_ours.csv")
     assert claims.ours.iloc[0] == "small init composes: 0 of 3 seeds (none: seed 0, 1, 2); " \
                                   "large init memorizes: 0 of 3 seeds (none: seed 0, 1, 2)"
     assert pd.to_numeric(claims.ours.iloc[1:]).isna().all()
-    assert not any(p.is_dir() and p.name.endswith(("seed0", "seed1", "seed2")) for p in out.iterdir())
+    assert not any(p.is_dir() and p.name.endswith(("seed0", "seed1", "seed2")) for p in (out / "neurips-fig4").iterdir())
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +226,7 @@ def edited(cell):
     seeds 0 and 1 compose (seed 0 at two lrs: the higher inferential wins), seed 2 composes only unfit; large
     init, every seed memorizes. Returns (out, args, run_of(gamma, seed, lr) -> run id)."""
     out, args = cell
-    cands = pd.read_csv(out / "candidates.csv")
+    cands = pd.read_csv(out / "neurips-fig4" / "candidates.csv")
     sweep = out / "sweep" / "runs"
 
     def run_of(gamma, seed, lr):
@@ -246,17 +246,17 @@ def edited(cell):
 def test_maker_analyzes_every_picked_run_and_reports_means_over_seeds(edited):
     out, args, run_of = edited
     assert main([*args, "--no-train"]) == 0
-    picks = pd.read_csv(out / "picks.csv").set_index(["side", "seed"])
+    picks = pd.read_csv(out / "neurips-fig4" / "picks.csv").set_index(["side", "seed"])
     assert picks.loc[("small_init", 0), "run_id"] == run_of(0.8, 0, 2.5e-4)
     assert picks.loc[("small_init", 1), "run_id"] == run_of(0.8, 1, 1.25e-4)
     assert not picks.loc[("small_init", 2), "picked"] and "none" in picks.loc[("small_init", 2), "note"]
     assert picks.xs("large_init").picked.all()
-    runs = pd.read_csv(out / "mechanism_runs.csv")
+    runs = pd.read_csv(out / "neurips-fig4" / "mechanism_runs.csv")
     assert sorted(zip(runs.side, runs.seed)) == [("large_init", 0), ("large_init", 1), ("large_init", 2),
                                                  ("small_init", 0), ("small_init", 1)]
     assert set(runs.run_id) == set(picks[picks.picked].run_id)
     assert runs.set_index("run_id").loc[run_of(0.3, 2, 1.77e-4), "ood_symmetric_acc"] == pytest.approx(0.8)
-    summ = pd.read_csv(out / "mechanism_summary.csv")
+    summ = pd.read_csv(out / "neurips-fig4" / "mechanism_summary.csv")
     for side, n in (("small_init", 2), ("large_init", 3)):
         s = summ[summ.side == side].set_index("metric")
         assert s.loc["L0 anchors->key", "n"] == n
@@ -265,16 +265,16 @@ def test_maker_analyzes_every_picked_run_and_reports_means_over_seeds(edited):
         assert s.loc["L0 anchors->key", "sd"] == pytest.approx(col.std(ddof=1))
     assert summ.set_index(["side", "metric"]).loc[("large_init", "ood_symmetric_acc"), "mean"] == pytest.approx(0.7)
     for label in ("small_init_seed0", "small_init_seed1", "large_init_seed0", "large_init_seed2"):
-        assert (out / label / "cos-ao2.png").exists(), label
-    assert (out / "small_init_seed1" / "cos-v2.png").exists()
-    assert not (out / "large_init_seed0" / "cos-v2.png").exists()    # V(2): the inferential solution only
-    assert not (out / "small_init_seed2").exists()
-    claims = pd.read_csv(out / "paper_vs_ours.csv")
+        assert (out / "neurips-fig4" / label / "cos-ao2.png").exists(), label
+    assert (out / "neurips-fig4" / "small_init_seed1" / "cos-v2.png").exists()
+    assert not (out / "neurips-fig4" / "large_init_seed0" / "cos-v2.png").exists()    # V(2): the inferential solution only
+    assert not (out / "neurips-fig4" / "small_init_seed2").exists()
+    claims = pd.read_csv(out / "neurips-fig4" / "paper_vs_ours.csv")
     assert claims.ours.iloc[0] == "small init composes: 2 of 3 seeds (none: seed 2); " \
                                   "large init memorizes: 3 of 3 seeds"
     want = summ.set_index(["side", "metric"]).loc[("small_init", "contrast X_ao(2)"), "mean"]
     assert float(claims.ours.iloc[1]) == pytest.approx(want)           # the claim reads the side's mean
-    readme = (out / "README.md").read_text()
+    readme = (out / "neurips-fig4" / "README.md").read_text()
     assert "pick_runs" in readme and "2 of 3 seeds" in readme
 
 
@@ -292,14 +292,14 @@ def test_complexity_figure_reads_the_same_picks(edited):
     out, args, _ = edited
     fig5 = [a if a != "neurips-fig4" else "neurips-fig5" for a in args]
     assert main([*fig5, "--no-train"]) == 0
-    runs = pd.read_csv(out / "complexity_runs.csv")
-    picks = pd.read_csv(out / "picks.csv")
+    runs = pd.read_csv(out / "neurips-fig5" / "complexity_runs.csv")
+    picks = pd.read_csv(out / "neurips-fig5" / "picks.csv")
     assert set(runs.run_id) == set(picks[picks.picked].run_id)
-    summ = pd.read_csv(out / "complexity_summary.csv").set_index(["side", "metric"])
+    summ = pd.read_csv(out / "neurips-fig5" / "complexity_summary.csv").set_index(["side", "metric"])
     small = runs[runs.side == "small_init"]
     assert summ.loc[("small_init", "mean_abs_cos"), "mean"] == pytest.approx(small.mean_abs_cos.mean())
     assert "d_model" not in set(summ.index.get_level_values("metric"))
-    claims = pd.read_csv(out / "paper_vs_ours.csv")
+    claims = pd.read_csv(out / "neurips-fig5" / "paper_vs_ours.csv")
     diff = summ.loc[("small_init", "mean_abs_cos"), "mean"] - summ.loc[("large_init", "mean_abs_cos"), "mean"]
     assert float(claims.ours.iloc[1]) == pytest.approx(diff)
 

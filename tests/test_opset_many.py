@@ -65,11 +65,11 @@ def test_the_fig2_table_lends_only_its_runs_of_this_design(tmp_path):
     out = tmp_path / "many"
     assert main(["reproduce", "study-opset-many", "--scale", "cpu", "--from-table", str(committed), "--no-train",
                  "--out", str(out)]) == 0
-    runs = pd.read_csv(out / "runs.csv")
+    runs = pd.read_csv(out / "study-opset-many" / "runs.csv")
     assert len(runs) == 11 and set(runs.peak_lr.round(6)) == {1.77e-4} and set(runs.seed) <= {0, 1}
     assert set(runs.paper_gamma) == {0.3, 0.8} and runs.op_set.nunique() == 3
-    assert "11 of them are runs of this figure's design (48 runs; 251 others left out)" in (out / "README.md").read_text()
-    assert len(pd.read_csv(out / "op_sets.csv")) == 3
+    assert "11 of them are runs of this figure's design (48 runs; 251 others left out)" in (out / "study-opset-many" / "README.md").read_text()
+    assert len(pd.read_csv(out / "study-opset-many" / "op_sets.csv")) == 3
 
 
 def test_an_op_set_property_is_drawn_per_run():

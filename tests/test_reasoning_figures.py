@@ -37,13 +37,13 @@ def test_fig7c_end_to_end_on_tiny_runs(tmp_path):
     out = tmp_path / "fig7c"
     _reproduce("journal-fig7c", out, ["task.train_size=256", "train.epochs=1", "train.batch_size=64",
                                       "train.eval_every=4"])
-    runs = pd.read_csv(out / "runs.csv")
+    runs = pd.read_csv(out / "journal-fig7c" / "runs.csv")
     assert len(runs) == 8 and set(runs.arch) == {"neurips", "gpt2"} and runs.seed.nunique() == 2
-    acc = pd.read_csv(out / "split_accuracy.csv")
+    acc = pd.read_csv(out / "journal-fig7c" / "split_accuracy.csv")
     assert set(acc.split) == {"train", "id", "ood"} and len(acc) == 24
     assert (acc[acc.split == "ood"].n == 441).all()
-    assert (out / "fig7c.png").stat().st_size > 5000
-    claims = pd.read_csv(out / "paper_vs_ours.csv")
+    assert (out / "journal-fig7c" / "fig7c.png").stat().st_size > 5000
+    claims = pd.read_csv(out / "journal-fig7c" / "paper_vs_ours.csv")
     assert len(claims) == 4 and pd.to_numeric(claims.ours, errors="coerce").between(0, 1).all()
 
 
@@ -51,13 +51,13 @@ def test_fig7e_end_to_end_on_tiny_runs(tmp_path):
     out = tmp_path / "fig7e"
     _reproduce("journal-fig7e", out, ["task.eval_max=40", "task.n_test=40", "train.max_steps=8",
                                       "train.eval_every=8"])
-    runs = pd.read_csv(out / "runs.csv")
+    runs = pd.read_csv(out / "journal-fig7e" / "runs.csv")
     assert len(runs) == 8 and runs.n_train.nunique() == 2 and set(runs.seed) == {0, 1}
     assert {"converged_epoch", "gen_error", "cap_epoch", "test_at"} <= set(runs.columns)
-    hops = pd.read_csv(out / "hops.csv")
+    hops = pd.read_csv(out / "journal-fig7e" / "hops.csv")
     assert set(hops.hop) == {1, 2, 3} and hops.accuracy.between(0, 1).all()
-    assert (out / "fig7e.png").stat().st_size > 5000
-    assert len(pd.read_csv(out / "paper_vs_ours.csv")) == 3
+    assert (out / "journal-fig7e" / "fig7e.png").stat().st_size > 5000
+    assert len(pd.read_csv(out / "journal-fig7e" / "paper_vs_ours.csv")) == 3
 
 
 def _final(n, gamma, hist, epochs=10):

@@ -62,34 +62,34 @@ def test_reproduce_fig2_end_to_end_at_demo_scale_reduced(tmp_path, capsys):
     assert main(args) == 0
     for f in ("fig2.png", "fig2_cell.png", "cells.csv", "runs.csv", "seeds.csv", "pairs.csv", "cells_fitted.csv",
               "map.md", "paper_vs_ours.csv", "README.md", "sweep/results.sqlite"):
-        assert (out / f).exists(), f
-    assert (out / "fig2.png").stat().st_size > 5000
-    cells = pd.read_csv(out / "cells.csv")
+        assert (out / f if f.startswith("sweep") else out / "neurips-fig2" / f).exists(), f
+    assert (out / "neurips-fig2" / "fig2.png").stat().st_size > 5000
+    cells = pd.read_csv(out / "neurips-fig2" / "cells.csv")
     assert len(cells) == 4 and set(cells.paper_gamma) == {0.3, 0.8} and set(cells.n_layers) == {1, 2}
     assert {"inferential_best", "symmetric_best", "inferential_final", "inferential_per_run", "solution"} <= set(cells)
     assert (cells.n_seeds == 2).all() and (cells.lrs == "all").all()     # the demo's one peak lies outside the range
-    claims = pd.read_csv(out / "paper_vs_ours.csv")
+    claims = pd.read_csv(out / "neurips-fig2" / "paper_vs_ours.csv")
     assert len(claims) == 8 and claims.paper.notna().all()
     ours = pd.to_numeric(claims.ours, errors="coerce").dropna()
     assert len(ours) == 7 and ours.between(0, 1).all()                 # accuracies and fractions, all computed
-    readme = (out / "README.md").read_text()
+    readme = (out / "neurips-fig2" / "README.md").read_text()
     assert "| claim | paper | ours |" in readme and "8 runs" in readme and "Scale rule (demo): a fast look" in readme
     # a second call trains nothing new
     assert main(args) == 0
     assert len(list((out / "sweep" / "runs").iterdir())) == 8
     # --no-train with other settings: the figure is redrawn from the 8 runs there, nothing is trained
-    (out / "fig2.png").unlink()
+    (out / "neurips-fig2" / "fig2.png").unlink()
     assert main([*args, "--set", "train.epochs=3", "--no-train"]) == 0
-    assert len(list((out / "sweep" / "runs").iterdir())) == 8 and (out / "fig2.png").exists()
-    assert "8 completed runs found" in (out / "README.md").read_text()
+    assert len(list((out / "sweep" / "runs").iterdir())) == 8 and (out / "neurips-fig2" / "fig2.png").exists()
+    assert "8 completed runs found" in (out / "neurips-fig2" / "README.md").read_text()
     # a partly run sweep merges with committed rows: the runs a committed table holds are never trained again
-    committed = pd.read_csv(out / "runs.csv")
+    committed = pd.read_csv(out / "neurips-fig2" / "runs.csv")
     committed.iloc[:6].to_csv(tmp_path / "committed.csv", index=False)
     again = tmp_path / "again"
     assert main([*(a if a != str(out) else str(again) for a in args), "--from-table", str(tmp_path / "committed.csv")]) == 0
     assert len(list((again / "sweep" / "runs").iterdir())) == 2        # only the 2 runs the table lacks
-    pd.testing.assert_frame_equal(pd.read_csv(again / "cells.csv"), cells)
-    assert "6 committed rows from" in (again / "README.md").read_text()
+    pd.testing.assert_frame_equal(pd.read_csv(again / "neurips-fig2" / "cells.csv"), cells)
+    assert "6 committed rows from" in (again / "neurips-fig2" / "README.md").read_text()
     capsys.readouterr()
     assert main(["reproduce", "neurips-fig2", "--out", str(tmp_path / "empty"), "--no-train"]) == 2
     assert "--no-train" in capsys.readouterr().err and not (tmp_path / "empty" / "sweep").exists()
@@ -101,11 +101,11 @@ def test_the_committed_fig2_table_redraws_its_cells_without_training(tmp_path, c
     committed = Path(__file__).resolve().parents[1] / "docs" / "figures" / "fig2_cell_cpu.csv"
     out = tmp_path / "redraw"
     assert main(["reproduce", "neurips-fig2", "--from-table", str(committed), "--no-train", "--out", str(out)]) == 0
-    pd.testing.assert_frame_equal(pd.read_csv(out / "cells.csv"), pd.read_csv(committed.with_name("fig2_cell_cpu_cells.csv")),
+    pd.testing.assert_frame_equal(pd.read_csv(out / "neurips-fig2" / "cells.csv"), pd.read_csv(committed.with_name("fig2_cell_cpu_cells.csv")),
                                   check_exact=True)
-    assert not (out / "sweep").exists() and len(pd.read_csv(out / "runs.csv")) == 262
-    assert (out / "fig2.png").stat().st_size > 5000 and (out / "map_fitted.md").exists()
-    claims = pd.read_csv(out / "paper_vs_ours.csv").set_index("claim")
+    assert not (out / "sweep").exists() and len(pd.read_csv(out / "neurips-fig2" / "runs.csv")) == 262
+    assert (out / "neurips-fig2" / "fig2.png").stat().st_size > 5000 and (out / "neurips-fig2" / "map_fitted.md").exists()
+    claims = pd.read_csv(out / "neurips-fig2" / "paper_vs_ours.csv").set_index("claim")
     assert claims.ours.str.fullmatch("memorizes / composes").sum() == 1   # depth 2 at 1/2x, the papers' op set
     capsys.readouterr()
     assert main(["reproduce", "neurips-fig2", "--dry-run", "--from-table", str(committed), "--out", str(out)]) == 0

@@ -93,7 +93,7 @@ def test_the_figure_redraws_from_the_committed_rows(tmp_path):
     if ladder.exists():
         tables.append(str(ladder))
     res = reproduce("study-scale", "cpu", tmp_path, from_tables=tables, train=False)
-    runs = pd.read_csv(tmp_path / "runs.csv")
+    runs = pd.read_csv(tmp_path / "study-scale" / "runs.csv")
     assert set(runs.columns) >= {"op_set", "width", "n_train", "paper_gamma", "peak_lr", "seed", "id_acc",
                                  "inferential_final", "symmetric_final", "inferential_best", "symmetric_best",
                                  "steps_to_id_fit", "wall_seconds", "precision", "device"}

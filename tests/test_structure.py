@@ -52,7 +52,8 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("report", ("report", "report_page"), "a sweep's HTML page"),
     ("reproduce", ("reproduce",), "paper figures and the CPU studies: sweep per scale -> run table or sweep dir "
                                   "-> maker -> figure and claims"),
-    ("studies", ("robustness", "demo", "bench"), "the robustness study, the CPU demo, the training benchmark"),
+    ("studies", ("robustness", "demo", "demo_journal", "bench"),
+     "the robustness study, the CPU demo (journal and mirror task), the training benchmark"),
     ("entry", ("cli", ""), "the command line and the public API"),
 ]
 

@@ -264,7 +264,7 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
     ids = set(run_sweep(spec, out, executor=executor, max_workers=workers, on_result=on_result).run_id)
     by = list(vary or {})
     large, small = settings[0].name, settings[1].name
-    # this study's runs only: a directory shared with other sweeps (docs/headline.md) holds more
+    # this study's runs only: a directory shared with other sweeps (docs/sweeps.md) holds more
     rows = run_table([out])
     cases = case_table(rows[rows.run_id.isin(ids)], settings, by)
     judged = judge(cases, large, small, id_min, max(thresholds), by=by)

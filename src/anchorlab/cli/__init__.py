@@ -18,18 +18,39 @@ import os
 import sys
 
 from ..config import ConfigError
-from .support import cleanup, name_flags
+from .support import check_out, cleanup, name_flags
 
 
 def build_parser() -> argparse.ArgumentParser:
     from .parser import build_parser as build
     from .reproduce import cmd_reproduce
     from .runs import cmd_analyze, cmd_bench, cmd_config, cmd_eval, cmd_train
-    from .studies import cmd_demo, cmd_report, cmd_robustness, cmd_sweep
+    from .studies import cmd_demo, cmd_report, cmd_robustness, cmd_status, cmd_sweep
 
     return build({"config": cmd_config, "train": cmd_train, "eval": cmd_eval, "demo": cmd_demo,
-                  "robustness": cmd_robustness, "sweep": cmd_sweep, "report": cmd_report, "analyze": cmd_analyze,
+                  "robustness": cmd_robustness, "sweep": cmd_sweep, "report": cmd_report, "status": cmd_status,
+                  "analyze": cmd_analyze,
                   "reproduce": cmd_reproduce, "bench": cmd_bench})
+
+
+def local_cores() -> int:
+    """The cores this process may run on (its affinity where the OS says, else the CPU count)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return max(os.cpu_count() or 1, 1)
+
+
+def cap_workers(args: argparse.Namespace) -> None:
+    """A local pool never gets more workers than this machine has cores: a larger ``--workers`` is lowered, and
+    said in one line (a Ray cluster's workers are its own)."""
+    n = getattr(args, "workers", None)
+    if not isinstance(n, int) or getattr(args, "executor", "process") == "ray":
+        return
+    cores = local_cores()
+    if n > cores:
+        print(f"anchorlab: --workers {n}: this machine has {cores} core(s); using {cores}", file=sys.stderr)
+        args.workers = cores
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         args.scale_given = "--scale" in argv or any(x.startswith("--scale=") for x in argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    cap_workers(args)
     try:
+        check_out(args)
         return args.fn(args)
     except ConfigError as e:
         cleanup(args)

@@ -31,7 +31,7 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
         return [float(v) for v in text.split(",") if v.strip()]
 
     def with_lrs(sp: argparse.ArgumentParser) -> None:   # the papers' judgement beside the per-run rate
-        sp.add_argument("--peak-lrs", type=floats, metavar="LR,...", help="train at each peak lr (docs/headline.md)")
+        sp.add_argument("--peak-lrs", type=floats, metavar="LR,...", help="train at each peak lr (docs/protocol.md)")
         sp.add_argument("--thresholds", type=floats, default=[0.5, 0.8], metavar="T,...", help="OOD thresholds")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
@@ -50,7 +50,15 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
 
     def no_progress(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--no-progress", action="store_true", help="no progress bar or per-run lines")
+    b = (command, overrides, execution, no_progress, with_lrs, positive, floats, handlers)
+    for group in (_run_commands, _demo_commands, _sweep_commands, _reproduce_command, _bench_command):
+        group(b)
+    return p
 
+
+def _run_commands(b: tuple) -> None:
+    """The config, train and eval commands."""
+    command, overrides, execution, no_progress, with_lrs, positive, floats, handlers = b
     sp = command("config", "print the resolved config, its run id and its peak lr; --list the presets")
     sp.add_argument("config", nargs="?", help="YAML file or preset name (e.g. neurips/paper, demo/small, scan/cpu)")
     overrides(sp, "dotted override, e.g. --set init.gamma=0.45")
@@ -72,9 +80,19 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
     sp.add_argument("--out", help="where to write eval files (default: the run directory)")
     sp.set_defaults(fn=handlers["eval"])
 
+
+def _demo_commands(b: tuple) -> None:
+    """The demo and robustness commands."""
+    command, overrides, execution, no_progress, with_lrs, positive, floats, handlers = b
     sp = command("demo", "train a large-init and a small-init model and compare them")
+    sp.add_argument("--task", default="journal", choices=["journal", "neurips"],
+                    help="journal: both (3,4) and (4,3) unseen, journal gamma 0.4 vs 0.8 (the init-rate contrast); "
+                         "neurips: the mirror task, plain gamma 0.3 vs 0.45 (both on the paper's large-init side)")
     sp.add_argument("--out", default="demo_out", help="output directory (resumable)")
     sp.add_argument("--workers", type=positive, default=2, help="parallel training processes")
+    sp.add_argument("--seed", type=int, default=0, help="init and data seed (--task journal; the first of --seeds)")
+    sp.add_argument("--op-set", type=int, default=0,
+                    help="--task journal: 0 the papers' steps, K >= 1 the K-th valid random step set (docs/demo.md)")
     sp.add_argument("--seeds", type=positive, default=1,
                     help="seeds per model; the contrast rate is reported over them")
     overrides(sp, "override the demo config for both models")
@@ -103,6 +121,10 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
     with_lrs(sp)
     sp.set_defaults(fn=handlers["robustness"])
 
+
+def _sweep_commands(b: tuple) -> None:
+    """The sweep, status, report and analyze commands."""
+    command, overrides, execution, no_progress, with_lrs, positive, floats, handlers = b
     sp = command("sweep", "run (or resume) a sweep: a base config x axes, results in SQLite; --list the presets")
     sp.add_argument("spec", nargs="?", help="sweep YAML or preset (e.g. fig2_cpu)")
     sp.add_argument("--list", action="store_true", help="list the sweep presets")
@@ -122,6 +144,13 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
     no_progress(sp)
     sp.set_defaults(fn=handlers["sweep"])
 
+    sp = command("status", "how far a running or stopped sweep is: runs done / running / left, each running "
+                           "run's step and ETA, the sweep's ETA")
+    sp.add_argument("dir", help="a sweep folder (the --out of sweep or demo; reproduce's --out or its sweep/)")
+    sp.add_argument("--workers", type=positive, default=None,
+                    help="the workers the ETA assumes (default: the runs training now)")
+    sp.set_defaults(fn=handlers["status"])
+
     sp = command("report", "HTML page with the figures and tables of a sweep")
     sp.add_argument("sweep_dir", help="a sweep directory (the --out of `anchorlab sweep`)")
     sp.add_argument("--screenshot", metavar="PNG", help="also render the page with headless Chromium into PNG")
@@ -136,6 +165,10 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
                     help="analysis option, YAML value, e.g. --option keys=[30,31,32] (see docs/mechanism.md)")
     sp.set_defaults(fn=handlers["analyze"])
 
+
+def _reproduce_command(b: tuple) -> None:
+    """The reproduce command."""
+    command, overrides, execution, no_progress, with_lrs, positive, floats, handlers = b
     sp = command("reproduce", "reproduce a paper figure: sweep + analyses + figure + paper values")
     sp.add_argument("figure", nargs="?", help="figure id (see --list)")
     sp.add_argument("--list", action="store_true", help="list the figures, their runs and estimated compute")
@@ -167,6 +200,10 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
     no_progress(sp)
     sp.set_defaults(fn=handlers["reproduce"])
 
+
+def _bench_command(b: tuple) -> None:
+    """The bench command."""
+    command, overrides, execution, no_progress, with_lrs, positive, floats, handlers = b
     sp = command("bench", "this CPU's GEMM rate per layout and dtype and the training step per precision")
     sp.add_argument("--shapes", default="demo,paper", help="demo (demo/small) and/or paper (neurips/paper, batch 2048)")
     sp.add_argument("--precisions", default="fp32,bf16,bf16-native",
@@ -190,4 +227,3 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
     overrides(sp, "a config override for every step (CPU and GPU), e.g. optim.fused=true "
                   "(not train.amp / train.bf16_path: --precisions sets those)")
     sp.set_defaults(fn=handlers["bench"])
-    return p

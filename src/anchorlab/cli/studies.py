@@ -9,6 +9,60 @@ from .support import anchor_only, dry_run, preset_lines, will_create
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
+    if a.task == "journal":
+        return _demo_journal(a)
+    from ..config import ConfigError
+
+    if a.seed != 0 or a.op_set != 0:
+        raise ConfigError("--seed / --op-set: --task journal only (the mirror task's demo takes --seeds and "
+                          "--set train.init_seed=N)")
+    return _demo_neurips(a)
+
+
+def _demo_journal(a: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .. import demo_journal as dj
+    from ..config import ConfigError
+
+    if a.peak_lrs or a.thresholds != [0.5, 0.8]:
+        raise ConfigError("--peak-lrs / --thresholds: --task neurips only (the journal demo trains at the "
+                          "preset's peak lr and judges by its fixed bars; see docs/demo.md)")
+    anchor_only("demo", dj.PRESET, a.set)
+    spec = dj.spec(a.set, a.seeds, a.seed, a.op_set)
+    if a.dry_run:
+        print(dj.expected_line(a.seeds, a.workers, a.set))
+        return dry_run(spec, Path(a.out), a.workers)
+    print(f"anchorlab demo: two models on the journal's task ((3,4) and (4,3) unseen, no mirror trained), "
+          f"preset {dj.PRESET}: large_init journal gamma {dj.GAMMAS['large_init']:g} and small_init "
+          f"{dj.GAMMAS['small_init']:g} (std 640^-gamma), seed {a.seed}"
+          + (f"..{a.seed + a.seeds - 1}" if a.seeds > 1 else "")
+          + (f", step set {a.op_set}" if a.op_set else "") + f", {a.workers} worker process(es)", flush=True)
+    print(dj.expected_line(a.seeds, a.workers, a.set), flush=True)
+    will_create(a, Path(a.out))
+
+    table = dj.run(a.out, a.set, workers=a.workers, seeds=a.seeds, first_seed=a.seed, op_set=a.op_set,
+                   progress=not a.no_progress)
+    cols = ["arm", "seed", "gamma", "paper_gamma", "id_acc", "ood_acc", "answer_composition",
+            "answer_trained_target", "answer_other", "wall_seconds"]
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(table[cols].rename(columns={"gamma": "journal_gamma", "answer_composition": "ans_composed",
+                                          "answer_trained_target": "ans_seen_target", "answer_other": "ans_other"})
+              .to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print("ID: seen pairs on ID-test keys; OOD: the unseen pairs (3,4) and (4,3) answered x + s3 + s4 (both unseen "
+          "pairs share that target: the steps add); ans_*: the share of unseen-pair answers that are the "
+          "composition, a seen pair's target, or other")
+    for r in table.itertuples(index=False):
+        print(f"  {r.arm} (seed {r.seed}): {r.verdict}; top answer on the unseen pairs {r.top_answer}")
+    print(f"rule: {dj.RULE}")
+    print("this setting's measured rate (docs/figures/demo_rate_cpu.csv, docs/results.md#the-demo):")
+    print("\n".join(dj.measured_lines()))
+    print(dj.plain_sentence(table))
+    print(f"\nwrote {Path(a.out) / 'summary.json'} and {Path(a.out) / 'demo.png'}")
+    return 0
+
+
+def _demo_neurips(a: argparse.Namespace) -> int:
     import pandas as pd
 
     from ..demo import DEMO_GAMMAS, DEMO_PRESET, measured_line, plain_verdict, run_demo
@@ -84,28 +138,13 @@ def cmd_robustness(a: argparse.Namespace) -> int:
     return 0
 
 
-def _progress_bar(total: int, desc: str, enabled: bool):
-    """A per-run progress display (a bar on a terminal, one line per finished run elsewhere)."""
-    if not enabled or not total:
-        return None, None
-    from ..progress import Progress
-
-    bar = Progress(True, total, 0, desc, unit="run")
-
-    def on_result(run, status: str) -> None:
-        bar.update(1)
-        values = ", ".join(f"{k}={v}" for k, v in run.values.items())
-        bar.note(f"run {run.run_id} {status}" + (f" ({values})" if values else ""))
-
-    return bar, on_result
-
-
 def cmd_sweep(a: argparse.Namespace) -> int:
     import dataclasses
 
     from .args import parse_stack
     from ..sweep.grid import SWEEP_DIR, load_sweep, resolve_sweep
     from ..sweep.runner import plan_sweep, run_sweep
+    from ..sweep.watch import live_display
 
     if a.list or not a.spec:
         print("sweep presets (name, or any sweep YAML path):")
@@ -131,13 +170,29 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     todo = int((plan.action != "skip").sum())
     away = f", {int((plan.status == 'elsewhere').sum())} done elsewhere (--done-in)" if a.done_in else ""
     print(f"sweep {spec.name}: {len(plan)} runs, {todo} to do{away}, executor={a.executor}, out={out}", flush=True)
-    bar, on_result = _progress_bar(todo, spec.name, not a.no_progress)
-    df = run_sweep(spec, out, executor=a.executor, max_workers=a.workers, stack=parse_stack(a.stack),
-                   on_result=on_result, done_elsewhere=elsewhere)
-    if bar:
-        bar.close()
+    mon = live_display(out, todo, a.workers, spec.name, not a.no_progress)
+    try:
+        df = run_sweep(spec, out, executor=a.executor, max_workers=a.workers, stack=parse_stack(a.stack),
+                       on_result=mon.finished if mon else None, on_tick=mon.tick if mon else None,
+                       done_elsewhere=elsewhere)
+    finally:
+        if mon:
+            mon.close()
     st = df.drop_duplicates("run_id").status.value_counts().to_dict()
     print(f"done: {st}; results in {out / 'results.sqlite'}; `anchorlab report {out}` draws the figures")
+    return 0
+
+
+def cmd_status(a: argparse.Namespace) -> int:
+    from ..config import ConfigError
+    from ..sweep.watch import status_lines
+
+    d = Path(a.dir)
+    found = [p for p in (d, d / "sweep") if (p / "results.sqlite").is_file()]
+    if not found:
+        raise ConfigError(f"status {a.dir}: not a sweep folder (no results.sqlite in it or in its sweep/); give the "
+                          f"--out of `anchorlab sweep`, `reproduce` or `demo`")
+    print("\n".join(status_lines(found[0], a.workers)))
     return 0
 
 

@@ -150,9 +150,13 @@ def dry_run(spec, out: Path, workers: int, done_elsewhere: Collection[str] = ())
         print(plan.to_string(index=False))
     todo = set(plan.run_id[plan.action != "skip"]) if len(plan) else set()
     print(f"{len(plan)} runs; {len(todo)} to do; out: {out}")
-    c = sweep_compute([r.config for r in expand(spec) if r.run_id in todo], max(workers, 1))
+    cfgs = [r.config for r in expand(spec) if r.run_id in todo]
+    c = sweep_compute(cfgs, max(workers, 1))
     print(f"estimated for the runs to do with {max(workers, 1)} worker(s): {describe_compute(c)}")
-    print(f"(assumes {ASSUMPTIONS}); nothing was trained")
+    print(f"(assumes {ASSUMPTIONS})")
+    from ..sweep.probe import describe_probe
+
+    print(describe_probe(cfgs, max(workers, 1)) + "; nothing was trained")
     return 0
 
 
@@ -179,6 +183,33 @@ def will_create(a: argparse.Namespace, out: Path) -> None:
     while not out.parent.exists():
         out = out.parent
     a.created = [*getattr(a, "created", []), out]
+
+
+def check_out(a: argparse.Namespace) -> None:
+    """Refuse, in one line, an ``--out`` that cannot be a folder (it is a file, a parent of it is a file, or it
+    cannot be created); without ``--dry-run`` create it now (noted for removal if the command fails)."""
+    import os
+
+    out = getattr(a, "out", None)
+    if not out:
+        return
+    p = Path(out).absolute()
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"out_dir {out}: is a file, not a folder")
+    q = p
+    while not q.exists():
+        q = q.parent
+    if not q.is_dir():
+        raise ConfigError(f"out_dir {out}: {q} is a file, not a folder, so {out} cannot be made there")
+    if q != p and not os.access(q, os.W_OK | os.X_OK):
+        raise ConfigError(f"out_dir {out}: cannot be created ({q} is not writable)")
+    if getattr(a, "dry_run", False) or p.exists():
+        return
+    will_create(a, p)
+    try:
+        p.mkdir(parents=True)
+    except OSError as e:
+        raise ConfigError(f"out_dir {out}: cannot be created ({e.strerror or e})") from None
 
 
 def remove_if_empty(path: Path) -> None:

@@ -14,7 +14,7 @@ import pandas as pd
 # the same configs on two machines make two cells, never one that mixes them
 CELL_KEYS = ["clock", "n_layers", "op_set", "paper_gamma", "devices"]
 TABLE_KEYS = [*CELL_KEYS, "lrs"]   # ... read over every peak lr ("all") or over a range of them
-# the paper's peak range [1e-4, 3e-4] after the batch and width corrections (x 1.1, docs/headline.md),
+# the paper's peak range [1e-4, 3e-4] after the batch and width corrections (x 1.1, docs/protocol.md),
 # fixed before the runs: the papers' rule is read over the peaks inside it and over every peak run
 PAPER_LR_RANGE = (1.1e-4, 3.3e-4)
 ALL_LRS = "all"

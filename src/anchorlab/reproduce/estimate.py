@@ -28,7 +28,7 @@ every estimate:
   128, depth 2, batch 256) on one H200, float32 (``train.amp: auto`` keeps
   float32 on CUDA), ``train.compile: true``, six processes each training a
   stack of six: 57-59 steps/s per stack, 36 models, about 2,070 model-steps/s,
-  8e12 by this count, the GPU 99-100% busy (docs/headline.md). Small models
+  8e12 by this count, the GPU 99-100% busy (notes/2026-11-headline-log.md). Small models
   in float32 are far from the chip's peak, so wider models and bf16 run
   faster than this: read GPU hours as an upper bound.
 """

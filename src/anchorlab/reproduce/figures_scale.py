@@ -138,7 +138,7 @@ def verdict_table(rungs: pd.DataFrame) -> pd.DataFrame:
     pooled = rungs[rungs.op_set == "all"].set_index("rung")
     rows = []
     for what, a, b in COMPARISONS:
-        row: dict = {"comparison": what, "from": a, "to": b}
+        row: dict = {"comparison": what, "from_rung": a, "to_rung": b}
         if a not in pooled.index or b not in pooled.index or not (pooled.loc[a].ready and pooled.loc[b].ready):
             done = {r: f"{int(pooled.loc[r].n_small + pooled.loc[r].n_large)} runs" if r in pooled.index else "0 runs"
                     for r in (a, b)}

@@ -2,7 +2,8 @@
 
 ``reproduce(fig, scale, out)`` runs the figure's sweep for the scale into
 ``out/sweep`` (the one sweep runner: process pool / Ray, stacking, resume,
-``results.sqlite``), calls the figure's maker, and writes into ``out``. A figure
+``results.sqlite``), calls the figure's maker, and writes into ``out/<figure id>/``, so figures sharing one
+``out`` (and so its runs) never overwrite each other's tables. A figure
 with a run-table maker (``Figure.tables``) reads its runs as one run table
 (:func:`anchorlab.sweep.runtable.run_table`) of ``out/sweep`` and of the committed
 run tables ``from_tables``: ``--from-table docs/figures/X.csv --no-train`` redraws a
@@ -10,6 +11,7 @@ committed figure without training, and a partly run sweep merges with committed
 rows (a run found in ``out/sweep`` wins). Options (``Figure.options``, e.g. the
 clock) change the sweep spec before it runs::
 
+    out/<figure id>/
     <figure files>            the figure (PNG/PDF) and its tables (CSV)
     paper_vs_ours.csv         each claim of the paper: its value beside ours
     README.md                 what was run, at which scale, and the claims table
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import ConfigError
 from ..datasets import DownloadError, no_downloads
-from ..io import atomic_write, write_text
+from ..io import atomic_write, portable_paths, write_text
 from .estimate import ASSUMPTIONS, describe_compute, sweep_compute
 from .registry import FIGURES, Figure
 
@@ -109,6 +111,9 @@ def dry_run_text(fig: Figure, scale: str, spec: Mapping[str, Any], sweep_dir: Pa
     lines = [plan.to_string(index=False) if len(plan) else "(no runs)", "",
              f"{len(plan)} runs, {len(todo)} to train" + (f" ({held} held by the committed tables)" if held else "")
              + f"; {describe_compute(c) if cfgs else 'nothing to train'} ({workers} worker{'s' * (workers != 1)})"]
+    if cfgs:
+        from ..sweep.probe import describe_probe
+        lines.append(describe_probe(cfgs, workers))
     if fig.rules.get(scale):
         lines.append(f"scale rule ({scale}): {fig.rules[scale]}")
     if fig.options:
@@ -186,7 +191,6 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
     whatever spec they came from (a sweep run with other settings, or one still running), and from the
     committed run tables ``from_tables`` (figures with a run-table maker only). ``options``: the figure's
     options by name (``{"clock": "1"}``); ``dry_run`` prints :func:`dry_run_text`."""
-    from ..sweep.runner import run_sweep
     from ..sweep.runtable import run_table
 
     if figure not in FIGURES:
@@ -216,43 +220,82 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
         from ..extras import require_extra
         require_extra(fig.extra, f"reproduce {figure}")
     out.mkdir(parents=True, exist_ok=True)
+    fdir = out / fig.id      # the figure's own files: figures sharing one --out (and its sweep/) never overwrite
+    fdir.mkdir(exist_ok=True)
 
-    def report(run, status: str) -> None:
-        if progress:
-            print(f"  run {run.run_id} {run.values}: {status}", flush=True)
-
-    if train:
-        df = run_sweep(spec, sweep_dir, executor=executor, max_workers=workers, on_result=report,
-                       done_elsewhere=done)
-        bad = df.drop_duplicates("run_id")
-        bad = bad[bad.status.isin(["failed"])]
-        if len(bad):
-            log.warning("%d run(s) failed; the figure uses the others: %s", len(bad), list(bad.run_id))
-        runs_line = f"Sweep: {spec.get('name')} ({df.run_id.nunique()} runs) in `sweep/`; "
-    else:
-        n = len(run_table([sweep_dir])) if (sweep_dir / "runs").is_dir() else 0
-        runs_line = f"Sweep: the {n} completed runs found in `sweep/` (drawn with --no-train); "
+    runs_line = (_train(fig, spec, sweep_dir, executor, workers, progress, done) if train else
+                 f"Sweep: the {len(run_table([sweep_dir])) if (sweep_dir / 'runs').is_dir() else 0} completed runs "
+                 f"found in `sweep/` (drawn with --no-train); ")
     if fig.tables is not None:
-        rows = run_table(([sweep_dir] if (sweep_dir / "runs").is_dir() else []) + [Path(t) for t in from_tables])
-        if from_tables:
-            committed = int((rows.source != str(sweep_dir)).sum())
-            runs_line += (f"{committed} committed rows from {', '.join(f'`{t}`' for t in from_tables)} "
-                          "(a run found in `sweep/` wins); ")
-        if fig.design_only:
-            from ..sweep.grid import expand
-
-            ids = {r.run_id for r in expand(spec)}
-            keep = rows.run_id.astype(str).isin(ids)
-            runs_line += (f"{int(keep.sum())} of them are runs of this figure's design "
-                          f"({len(ids)} runs; {int((~keep).sum())} others left out); ")
-            rows = rows[keep].reset_index(drop=True)
-        tables, files = fig.tables(rows, out, scale)
+        tables, files, more = _from_rows(fig, spec, scale, sweep_dir, fdir, from_tables)
+        runs_line += more
     else:
-        tables, files = fig.make(sweep_dir, out, scale)
+        tables, files = fig.make(sweep_dir, fdir, scale)
+    return _write(fig, scale, out, fdir, sweep_dir, tables, files, runs_line)
+
+
+def _train(fig: Figure, spec: Mapping[str, Any], sweep_dir: Path, executor: str, workers: int | None,
+           progress: bool, done: Collection[str]) -> str:
+    """Run the figure's sweep into ``sweep_dir`` (with the live display); the README's line on its runs."""
+    from ..sweep.runner import plan_sweep, run_sweep
+    from ..sweep.watch import live_display
+
+    todo = int((plan_sweep(spec, sweep_dir, done_elsewhere=done).action != "skip").sum())
+    mon = live_display(sweep_dir, todo, workers, fig.id, progress,
+                       keys=("id_acc", "ood_inferential_acc", "ood_symmetric_acc"))
+    try:
+        df = run_sweep(spec, sweep_dir, executor=executor, max_workers=workers,
+                       on_result=mon.finished if mon else None, on_tick=mon.tick if mon else None,
+                       done_elsewhere=done)
+    finally:
+        if mon:
+            mon.close()
+    bad = df.drop_duplicates("run_id")
+    bad = bad[bad.status.isin(["failed"])]
+    if len(bad):
+        log.warning("%d run(s) failed; the figure uses the others: %s", len(bad), list(bad.run_id))
+    return f"Sweep: {spec.get('name')} ({df.run_id.nunique()} runs) in `sweep/`; "
+
+
+def _from_rows(fig: Figure, spec: Mapping[str, Any], scale: str, sweep_dir: Path, fdir: Path,
+               from_tables: Sequence[str | Path]) -> tuple[dict, dict[str, Path], str]:
+    """A run-table maker's tables and files from ``sweep_dir``'s runs and the committed ``from_tables``; the
+    README's words on where the rows came from. A table the maker cannot read is refused in one line."""
+    from ..sweep.runtable import run_table
+
+    rows = run_table(([sweep_dir] if (sweep_dir / "runs").is_dir() else []) + [Path(t) for t in from_tables])
+    said = ""
+    if from_tables:
+        committed = int((rows.source != str(sweep_dir)).sum())
+        said += (f"{committed} committed rows from {', '.join(f'`{t}`' for t in from_tables)} "
+                 "(a run found in `sweep/` wins); ")
+    if fig.design_only:
+        from ..sweep.grid import expand
+
+        ids = {r.run_id for r in expand(spec)}
+        keep = rows.run_id.astype(str).isin(ids)
+        said += (f"{int(keep.sum())} of them are runs of this figure's design "
+                 f"({len(ids)} runs; {int((~keep).sum())} others left out); ")
+        rows = rows[keep].reset_index(drop=True)
+    try:
+        tables, files = fig.tables(rows, fdir, scale)
+    except (KeyError, ConfigError) as e:
+        if not from_tables:
+            raise
+        what = f"no column {e.args[0]!r}" if isinstance(e, KeyError) else str(e).split(";")[0][:160]
+        raise ConfigError(f"--from-table {', '.join(str(t) for t in from_tables)}: not a run table that figure "
+                          f"{fig.id} can draw ({what}); docs/figures/README.md names each figure's tables") from None
+    return tables, files, said
+
+
+def _write(fig: Figure, scale: str, out: Path, fdir: Path, sweep_dir: Path, tables: dict, files: dict[str, Path],
+           runs_line: str) -> dict[str, Path]:
+    """Write the figure's tables (no machine paths), its claims beside the paper's and its README into ``fdir``."""
     for name, t in tables.items():
-        files.setdefault(f"{name}.csv", atomic_write(out / f"{name}.csv", lambda p, t=t: t.to_csv(p, index=False)))
+        t = portable_paths(t, out)       # no machine path in a table that may be committed
+        files.setdefault(f"{name}.csv", atomic_write(fdir / f"{name}.csv", lambda p, t=t: t.to_csv(p, index=False)))
     claims = claims_table(fig, tables)
-    files["paper_vs_ours.csv"] = atomic_write(out / "paper_vs_ours.csv", lambda p: claims.to_csv(p, index=False))
+    files["paper_vs_ours.csv"] = atomic_write(fdir / "paper_vs_ours.csv", lambda p: claims.to_csv(p, index=False))
     readme = [f"# {fig.paper} {fig.number} ({fig.id}) at scale `{scale}`", "", fig.shows, "",
               runs_line + f"`anchorlab report {sweep_dir}` draws the sweep's generic report.", ""]
     if fig.rules.get(scale):
@@ -263,6 +306,6 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
     for r in claims.itertuples():
         ours = f"{r.ours:.3g}" if isinstance(r.ours, float) else str(r.ours)
         readme.append(f"| {r.claim} | {r.paper} | {ours} |")
-    readme += ["", "Files: " + ", ".join(sorted(str(Path(p).relative_to(out)) for p in files.values()))]
-    files["README.md"] = write_text(out / "README.md", "\n".join(readme) + "\n")
+    readme += ["", "Files: " + ", ".join(sorted(str(Path(p).relative_to(fdir)) for p in files.values()))]
+    files["README.md"] = write_text(fdir / "README.md", "\n".join(readme) + "\n")
     return files
