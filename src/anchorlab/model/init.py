@@ -196,7 +196,8 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
     Pass an :class:`InitConfig` as ``gamma`` to take every option from it.
     Parameters are drawn in ``named_parameters`` order from ``generator`` (or a
     fresh one seeded with ``seed``), on the CPU in float64, so the result does
-    not depend on the device.
+    not depend on the device: every weight first, then the biases and norms (a bias may follow its
+    module's std).
     """
     if isinstance(gamma, InitConfig):
         c = gamma
@@ -206,7 +207,6 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
     InitConfig(gamma=gamma, scale=scale, role_gammas=role_gammas or {}, fan_in=fan_in, embed_fan_in=embed_fan_in,
                distribution=distribution, bias=bias, residual_scale=residual_scale, ref_width=ref_width,
                embed_std=embed_std)  # validate
-    role_gammas = role_gammas or {}
     if generator is None:
         generator = torch.Generator().manual_seed(0 if seed is None else seed)
     dm, nl = model_dims(module)
@@ -216,11 +216,20 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
         raise ConfigError(f"init.ref_width: {ref_width} needs the model width, but {type(module).__qualname__} "
                           "has no d_model (n_embd, hidden_size); pass d_model= to apply_init_rate")
     width_factor = 1.0 if ref_width is None else ref_width / d_model
-
     infos = param_infos(module)
     check_known(infos)
+    rows, drawn = _draw_weights(infos, gamma, scale, role_gammas or {}, fan_in, embed_fan_in, distribution,
+                                residual_scale, n_layers, d_model, width_factor, embed_std, generator)
+    rows += _draw_biases_and_norms(infos, drawn, bias, distribution, width_factor, generator)
+    return _param_table(infos, rows, ref_width)
+
+
+def _draw_weights(infos, gamma, scale, role_gammas, fan_in, embed_fan_in, distribution, residual_scale,
+                  n_layers, d_model, width_factor, embed_std, generator) -> tuple[list[tuple], dict[int, dict]]:
+    """Draw every weight (not biases, not norms) in order; the ParamTable rows and, per module, what its bias
+    may follow (stds, gamma, fan-ins)."""
     rows, drawn = [], {}
-    for info in infos:  # weights first, so biases can follow their module's std
+    for info in infos:
         if info.role in ("norm", "bias"):
             continue
         if info.role == "other":   # a frozen parameter of an unknown module (check_known): left as it is
@@ -249,6 +258,13 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
         d["slices"].update(zip(parts, stds))
         rows.append((info, ROLE_GROUP.get(info.role) or "other", fi, g, std, "embed_std" if fixed else rule,
                      None if fixed else std_fi))
+    return rows, drawn
+
+
+def _draw_biases_and_norms(infos, drawn: dict[int, dict], bias: str, distribution: str, width_factor: float,
+                           generator) -> list[tuple]:
+    """Set every norm (weight 1, bias 0) and draw every bias by ``init.bias``, in order; their ParamTable rows."""
+    rows = []
     for info in infos:
         p = getattr(info.module, info.kind)
         if info.role == "norm":
@@ -274,9 +290,14 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
                 else:
                     _fill_packed(p, stds, packed_dim(info), distribution, generator)
                 rows.append((info, "bias", fi, g, std, "as_weight", d.get("std_fi")))
+    return rows
+
+
+def _param_table(infos, rows: list[tuple], ref_width: int | None) -> pd.DataFrame:
+    """The ParamTable: one row per parameter in ``named_parameters`` order, its rule, target and measured std."""
     order = {i.name: k for k, i in enumerate(infos)}
-    rows.sort(key=lambda r: order[r[0].name])
-    table = pd.DataFrame([{
+    rows = sorted(rows, key=lambda r: order[r[0].name])
+    return pd.DataFrame([{
         "name": info.name, "role": info.role, "group": group,
         "shape": "x".join(str(s) for s in getattr(info.module, info.kind).shape),
         "numel": getattr(info.module, info.kind).numel(),
@@ -285,4 +306,3 @@ def apply_init_rate(module: nn.Module, gamma: float | InitConfig = 0.5, *,
         "measured_std": float(getattr(info.module, info.kind).detach().double().std())
         if getattr(info.module, info.kind).numel() > 1 else float("nan"),
     } for info, group, fi, g, std, rule, std_fi in rows])
-    return table
