@@ -149,71 +149,89 @@ def coerce(path: str, value: Any, tp: Any) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is typing.Annotated:
-        select = next((a for a in tp.__metadata__ if isinstance(a, Select)), None)
-        if select is None:
-            return coerce(path, value, args[0])
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return value
-        if not isinstance(value, Mapping):
-            fail(path, f"expected a mapping, got {value!r}")
-        return _section(select.resolve(path, value), value, path)
+        return _annotated(path, value, tp, args)
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
-        for a in args:
-            if a is type(None):
-                if value is None:
-                    return None
-                continue
-            try:
-                return coerce(path, value, a)
-            except ConfigError:
-                pass
-        fail(path, f"expected {' or '.join(_type_name(a) for a in args)}, got {value!r}")
+        return _union(path, value, args)
     if dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
         if not isinstance(value, Mapping):
             fail(path, f"expected a mapping of {tp.__name__} fields, got {value!r}")
         return _section(tp, value, path)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        fail(path, f"expected true or false, got {value!r}")
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            fail(path, f"expected an integer, got {value!r}")
+    if tp in _SCALARS:
+        return _SCALARS[tp](path, value)
+    if origin in (tuple, list, dict):
+        return _container(path, value, origin, args)
+    return value
+
+
+def _annotated(path: str, value: Any, tp: Any, args: tuple) -> Any:
+    """An ``Annotated`` field: a :class:`Select` picks its section class from the value, else its base type."""
+    select = next((a for a in tp.__metadata__ if isinstance(a, Select)), None)
+    if select is None:
+        return coerce(path, value, args[0])
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            if isinstance(value, str):
-                try:
-                    value = float(value)  # YAML reads '1e-5' as a string
-                except ValueError:
-                    fail(path, f"expected a number, got {value!r}")
-            else:
+    if not isinstance(value, Mapping):
+        fail(path, f"expected a mapping, got {value!r}")
+    return _section(select.resolve(path, value), value, path)
+
+
+def _union(path: str, value: Any, args: tuple) -> Any:
+    """The first member type that takes ``value`` (None only for ``None``)."""
+    for a in args:
+        if a is type(None):
+            if value is None:
+                return None
+            continue
+        try:
+            return coerce(path, value, a)
+        except ConfigError:
+            pass
+    fail(path, f"expected {' or '.join(_type_name(a) for a in args)}, got {value!r}")
+
+
+def _bool(path: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    fail(path, f"expected true or false, got {value!r}")
+
+
+def _int(path: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        fail(path, f"expected an integer, got {value!r}")
+    return value
+
+
+def _float(path: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, str):
+            try:
+                value = float(value)  # YAML reads '1e-5' as a string
+            except ValueError:
                 fail(path, f"expected a number, got {value!r}")
-        if not math.isfinite(value):
-            fail(path, f"must be a finite number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            fail(path, f"expected a string, got {value!r}")
-        return value
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            fail(path, f"expected a list, got {value!r}")
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(coerce(f"{path}[{i}]", v, args[0]) for i, v in enumerate(value))
-        if len(value) != len(args):
-            fail(path, f"expected a list of {len(args)} values, got {value!r}")
-        return tuple(coerce(f"{path}[{i}]", v, a) for i, (v, a) in enumerate(zip(value, args)))
-    if origin is list:
-        if not isinstance(value, (list, tuple)):
-            fail(path, f"expected a list, got {value!r}")
-        return [coerce(f"{path}[{i}]", v, args[0]) for i, v in enumerate(value)]
+        else:
+            fail(path, f"expected a number, got {value!r}")
+    if not math.isfinite(value):
+        fail(path, f"must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _str(path: str, value: Any) -> str:
+    if not isinstance(value, str):
+        fail(path, f"expected a string, got {value!r}")
+    return value
+
+
+_SCALARS = {bool: _bool, int: _int, float: _float, str: _str}
+
+
+def _container(path: str, value: Any, origin: type, args: tuple) -> Any:
+    """A tuple (fixed or ``...``), list or dict field, each element coerced to its type."""
     if origin is dict:
         if not isinstance(value, Mapping):
             fail(path, f"expected a mapping, got {value!r}")
@@ -227,8 +245,15 @@ def coerce(path: str, value: Any, tp: Any) -> Any:
                     fail(path, f"keys must be integers, got {k!r}")
             out[coerce(f"{path}.{k}", k, kt)] = coerce(f"{path}.{k}", v, vt)
         return out
-    return value
-
+    if not isinstance(value, (list, tuple)):
+        fail(path, f"expected a list, got {value!r}")
+    if origin is list:
+        return [coerce(f"{path}[{i}]", v, args[0]) for i, v in enumerate(value)]
+    if len(args) == 2 and args[1] is Ellipsis:
+        return tuple(coerce(f"{path}[{i}]", v, args[0]) for i, v in enumerate(value))
+    if len(value) != len(args):
+        fail(path, f"expected a list of {len(args)} values, got {value!r}")
+    return tuple(coerce(f"{path}[{i}]", v, a) for i, (v, a) in enumerate(zip(value, args)))
 
 _SECTIONS: dict[tuple[type, str, str], Any] = {}
 _SECTIONS_MAX = 4096
