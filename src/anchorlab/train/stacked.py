@@ -205,25 +205,8 @@ def _train_group(members: list[RunState], start: int, device: torch.device, prog
     seeds = sorted({m.cfg.train.data_seed for m in members})
     data = {s: next(m.train_data for m in members if m.cfg.train.data_seed == s).to(device) for s in seeds}
 
-    # ---- stacked weights, optimizer, per-model constants
     stack = StackedParams([m.model for m in members], device)
-    G, P = stack.data.shape
-    mask = torch.zeros(G, P, dtype=torch.bool, device=device)
-    for g, m in enumerate(members):
-        for grp in param_groups(m.model, m.cfg.optim):
-            if grp["weight_decay"] != 0:
-                for name in grp["names"]:
-                    mask[g, stack.slices[stack.names.index(name)]] = True
-    opt = StackedAdamW([m.cfg.optim.weight_decay for m in members], [m.cfg.optim.betas for m in members],
-                       [m.cfg.optim.eps for m in members], mask, torch.zeros_like(stack.data),
-                       torch.zeros_like(stack.data), step=start)
-    with torch.no_grad():
-        for g, m in enumerate(members):
-            names = {id(p): n for n, p in m.model.named_parameters()}
-            for p, s in m.optimizer.state.items():  # resumed runs: copy their AdamW moments
-                k = stack.names.index(names[id(p)])
-                opt.exp_avg[g, stack.slices[k]] = s["exp_avg"].reshape(-1)
-                opt.exp_avg_sq[g, stack.slices[k]] = s["exp_avg_sq"].reshape(-1)
+    G, opt = stack.data.shape[0], _stack_optimizer(members, stack, device, start)
     # One module is kept: the base of the functional call and the model that any
     # member is unstacked into for evaluation / saving. The others are freed.
     base = members[0].model
@@ -231,19 +214,8 @@ def _train_group(members: list[RunState], start: int, device: torch.device, prog
         m.optimizer = None  # type: ignore[assignment]
     for m in members[1:]:
         m.model = None  # type: ignore[assignment]
-
-    def one_loss(params: dict[str, torch.Tensor], batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return task.loss(lambda *a, **k: torch.func.functional_call(base, params, a, k), batch)
-
     shared_data = len(seeds) == 1
-    native = members[0].precision is not None and members[0].precision.path == "native"
-    if native:
-        check_native(base, cfg0.train.compile)
-        losses_of = native_losses(base, task, shared_data, transposed_copy(cfg0.train.bf16_wt, device))
-    else:
-        losses_of = torch.vmap(one_loss, in_dims=(0, None if shared_data else 0))
-    if cfg0.train.compile:
-        losses_of = torch.compile(losses_of)
+    losses_of = _losses_fn(members[0], base, task, shared_data, device)
     amp = autocast(members[0].precision, device)
 
     active = list(range(G))                   # member index of each stack row
@@ -287,21 +259,7 @@ def _train_group(members: list[RunState], start: int, device: torch.device, prog
             bar.update()
             if step % eval_every and step != total:
                 continue
-            done = []
-            for r, g in enumerate(active):
-                m = members[g]
-                model = stack.load_into(base, r)
-                row = m.record(step, model, float(loss_sum[r]) / loss_n)
-                stop = m.stop_status(row)
-                if stop == "diverged":
-                    log.warning("%s diverged at step %d", m.run_dir, step)
-                elif step % m.checkpoint_every == 0 or step == total or stop is not None:
-                    m.checkpoint(step, {k: v.clone() for k, v in model.state_dict().items()},
-                                 _torch_optimizer_state(m, opt.exp_avg[r], opt.exp_avg_sq[r], stack, step,
-                                                        lr_at(step - 1, spe, m.cfg.optim), model))
-                if stop is not None or step == total:
-                    finals[g] = m.finish(model, stop or "finished", step)
-                    done.append(r)
+            done = _evaluate(members, active, stack, opt, base, step, total, spe, (loss_sum, loss_n), finals)
             loss_sum.zero_()
             loss_n = 0
             bar.show({"step": step, "models_training": len(active) - len(done)}, ("models_training",))
@@ -319,6 +277,68 @@ def _train_group(members: list[RunState], start: int, device: torch.device, prog
     for r, g in enumerate(active):  # only reached when start >= total (nothing left to train)
         finals[g] = members[g].finish(stack.load_into(base, r), "finished", step)
     return [finals[g] for g in range(G)]
+
+
+def _stack_optimizer(members: list[RunState], stack: StackedParams, device: torch.device,
+                     start: int) -> StackedAdamW:
+    """AdamW over the stacked weights: each model's decay mask, betas and eps; a resumed run's moments copied in."""
+    G, P = stack.data.shape
+    mask = torch.zeros(G, P, dtype=torch.bool, device=device)
+    for g, m in enumerate(members):
+        for grp in param_groups(m.model, m.cfg.optim):
+            if grp["weight_decay"] != 0:
+                for name in grp["names"]:
+                    mask[g, stack.slices[stack.names.index(name)]] = True
+    opt = StackedAdamW([m.cfg.optim.weight_decay for m in members], [m.cfg.optim.betas for m in members],
+                       [m.cfg.optim.eps for m in members], mask, torch.zeros_like(stack.data),
+                       torch.zeros_like(stack.data), step=start)
+    with torch.no_grad():
+        for g, m in enumerate(members):
+            names = {id(p): n for n, p in m.model.named_parameters()}
+            for p, s in m.optimizer.state.items():  # resumed runs: copy their AdamW moments
+                k = stack.names.index(names[id(p)])
+                opt.exp_avg[g, stack.slices[k]] = s["exp_avg"].reshape(-1)
+                opt.exp_avg_sq[g, stack.slices[k]] = s["exp_avg_sq"].reshape(-1)
+    return opt
+
+
+def _losses_fn(first: RunState, base: torch.nn.Module, task, shared_data: bool, device: torch.device):
+    """params (G stacked) x batch -> the G models' losses: the native bf16 stack, else a vmap of the functional
+    call (compiled when ``train.compile``)."""
+    cfg0 = first.cfg
+
+    def one_loss(params: dict[str, torch.Tensor], batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return task.loss(lambda *a, **k: torch.func.functional_call(base, params, a, k), batch)
+
+    if first.precision is not None and first.precision.path == "native":
+        check_native(base, cfg0.train.compile)
+        losses_of = native_losses(base, task, shared_data, transposed_copy(cfg0.train.bf16_wt, device))
+    else:
+        losses_of = torch.vmap(one_loss, in_dims=(0, None if shared_data else 0))
+    return torch.compile(losses_of) if cfg0.train.compile else losses_of
+
+
+def _evaluate(members: list[RunState], active: list[int], stack: StackedParams, opt: StackedAdamW,
+              base: torch.nn.Module, step: int, total: int, spe: int, losses: tuple[torch.Tensor, int],
+              finals: dict[int, dict[str, Any]]) -> list[int]:
+    """Evaluate every active model at ``step``: record, checkpoint, finish the stopped ones (into ``finals``);
+    return the stack rows that finished."""
+    done = []
+    for r, g in enumerate(active):
+        m = members[g]
+        model = stack.load_into(base, r)
+        row = m.record(step, model, float(losses[0][r]) / losses[1])   # the mean training loss since the last
+        stop = m.stop_status(row)
+        if stop == "diverged":
+            log.warning("%s diverged at step %d", m.run_dir, step)
+        elif step % m.checkpoint_every == 0 or step == total or stop is not None:
+            m.checkpoint(step, {k: v.clone() for k, v in model.state_dict().items()},
+                         _torch_optimizer_state(m, opt.exp_avg[r], opt.exp_avg_sq[r], stack, step,
+                                                lr_at(step - 1, spe, m.cfg.optim), model))
+        if stop is not None or step == total:
+            finals[g] = m.finish(model, stop or "finished", step)
+            done.append(r)
+    return done
 
 
 __all__ = ["train_stack", "should_stack", "check_stackable", "SHARED_TRAIN_FIELDS", "CPU_STACK_MAX_WORK"]
