@@ -145,6 +145,91 @@ def demo_pair() -> str:
     return md_table(["arm", "plain gamma", "width", "std (fan-in = width)", "paper gamma", "side"], rows)
 
 
+def demo_journal_pair() -> str:
+    """The demo's two inits on the journal's task: journal gamma (std 640^-gamma at width 128), its std, and the
+    NeurIPS paper gamma of that std (the std at width 400)."""
+    from anchorlab import demo_journal as dj
+    from anchorlab import load_config
+
+    width = load_config(dj.PRESET).model.d_model
+    rows = [[f"`{arm}`", f"{g:g}", str(width), f"{dj.REF_WIDTH ** -g:.4f}", f"{dj.paper_gamma(g):.2f}",
+             "large-init side" if dj.paper_gamma(g) < 0.5 else "small-init side"] for arm, g in dj.GAMMAS.items()]
+    return md_table(["arm", "journal gamma (std 640^-gamma)", "width", "std", "paper gamma (std at width 400)",
+                     "side"], rows)
+
+
+def demo_rate() -> str:
+    """The journal demo's measured rate (demo_rate_cpu.csv): per step set, the seeds where each arm did what the
+    contrast asks and both did, the arms' median final accuracies, and the wall time of a pair of models."""
+    from anchorlab import demo_journal as dj
+
+    rate = table(dj.RATE_TABLE)
+    summary = dj.rate_summary(rate).set_index("op_set")
+    rows = []
+    for i, (op, g) in enumerate(rate.groupby("op_set", sort=False)):
+        s = summary.loc[op]
+        med = {arm: g[g.arm == arm][["id_acc", "ood_acc"]].median() for arm in ("large_init", "small_init")}
+        pair = g.groupby("seed").wall_seconds.max()
+        cell = {arm: g[g.arm == arm].ood_best.mean() for arm in ("large_init", "small_init")}
+        rows.append([f"{op}" + (" (the papers')" if i == 0 else ""), f"{int(s.seeds)} ({int(g.seed.min())}-{int(g.seed.max())})",
+                     ratio(int(s.contrast), int(s.seeds)), ratio(int(s.small_composes), int(s.seeds)),
+                     ratio(int(s.large_memorizes), int(s.seeds)),
+                     f"{num(med['small_init'].id_acc)} / {num(med['small_init'].ood_acc)}",
+                     f"{num(med['large_init'].id_acc)} / {num(med['large_init'].ood_acc)}",
+                     f"{num(cell['small_init'])} / {num(cell['large_init'])}",
+                     f"{pair.median() / 60:.1f} ({pair.min() / 60:.1f}-{pair.max() / 60:.1f})"])
+    return md_table(["step set", "seeds", "contrast", "small init composes", "large init memorizes",
+                     "small init ID / unseen (median)", "large init ID / unseen (median)",
+                     "papers' cell: unseen, small / large init", "minutes a pair (median, range)"], rows)
+
+
+def dj_clock() -> float:
+    """The demo preset's clock as a fraction of the journal's 92,190 steps (the rate table's ``clock`` column)."""
+    from anchorlab import demo_journal as dj, load_config
+
+    c = load_config(dj.PRESET)
+    return round(c.train.plan(c.task.n_train)[1] / 92_190, 4)
+
+
+def demo_clocks() -> str:
+    """Every clock and gamma the demo's setting was measured at, papers' steps (demo_rate_cpu.csv and the runs of
+    the other clocks, demo_rate_clocks_cpu.csv): per clock and init, the seeds that fitted the seen pairs,
+    memorized them (unseen <= 0.2) and composed (unseen >= 0.8)."""
+    from anchorlab import demo_journal as dj
+
+    t = pd.concat([table(dj.RATE_TABLE), table("demo_rate_clocks_cpu.csv")], ignore_index=True)
+    t = t[t.op_set == t.op_set.iloc[0]]
+    rows = []
+    now = dj_clock()
+    for (clock, gamma), g in t.groupby(["clock", "gamma"], sort=True):
+        label_now = " (the demo)" if clock == now else ""
+        fit = g.id_acc >= dj.ID_MIN
+        rows.append([f"1/{round(1 / clock):d}x ({int(g.steps.iloc[0]):,} steps){label_now}", f"{gamma:g}", str(len(g)),
+                     ratio(int(fit.sum()), len(g)), ratio(int((fit & (g.ood_acc <= dj.MEMORIZE_MAX)).sum()), len(g)),
+                     ratio(int((fit & (g.ood_acc >= dj.COMPOSE_MIN)).sum()), len(g)),
+                     " / ".join(num(v) for v in sorted(g.ood_acc))])
+    return md_table(["clock", "journal gamma", "seeds", "fits the seen pairs (ID >= 0.9)",
+                     "memorizes (and unseen <= 0.2)", "composes (and unseen >= 0.8)", "unseen-pair accuracy, sorted"],
+                    rows)
+
+
+def demo_rate_short() -> str:
+    """One sentence for the README: the demo's contrast rate on the papers' steps and on the other step sets, and
+    whether it reaches the 9 seeds in 10 a reliable demo needs."""
+    from anchorlab import demo_journal as dj
+
+    s = dj.rate_summary(table(dj.RATE_TABLE))
+    first, rest = s.iloc[0], s.iloc[1:]
+    reliable = first.contrast >= 0.9 * first.seeds
+    large_miss, small_miss = int(s.seeds.sum() - s.large_memorizes.sum()), int(s.seeds.sum() - s.small_composes.sum())
+    why = ("the large init also answers some unseen pairs" if large_miss > small_miss else
+           "the small init does not always fit the seen pairs" if small_miss > large_miss else "both inits miss some")
+    return (f"Over seeds, the contrast holds in {ratio(int(first.contrast), int(first.seeds))} seeds on the papers' "
+            f"steps and in {ratio(int(rest.contrast.sum()), int(rest.seeds.sum()))} on two other step sets"
+            + ("" if reliable else f": not every seed shows it, mostly because {why}")
+            + " ([results](docs/results.md#the-demo)).\n")
+
+
 DEMO_RULE_PATHS = (("native", "demo_rule_native_cpu"), ("autocast", "demo_rule_cpu"))   # the default path first
 
 
@@ -364,3 +449,30 @@ def c1_answers() -> str:
     return md_table(["op set (held out)", "paper gamma", "runs", "top answer: composition / mirror / another pair's "
                      "target / other", "the borrowed targets (runs)", "mean share: composition / mirror / another "
                      "pair's target / other"], rows) + "\n"
+
+
+# ------------------------------------------------------------------ C1: the scale ladder
+def c1_ladder() -> str:
+    """The scale ladder (scale_ladder_cpu.csv, one row per run): per rung over the three op sets, each rate with
+    its Wilson interval and the papers' cell beside it; then the rule's verdict for width and for data."""
+    from anchorlab.reproduce import figures_scale as fs
+
+    runs = table("scale_ladder_cpu.csv")
+    rungs = fs.rung_table(runs)
+    pooled = rungs[rungs.op_set == "all"]
+    rows = []
+    for r in pooled.itertuples():
+        rows.append([r.rung, f"{int(r.n_small)} / {int(r.n_large)}",
+                     f"{ratio(r.small_composes, r.n_small)} [{num(r.compose_lo)}, {num(r.compose_hi)}]",
+                     f"{ratio(r.large_memorizes, r.n_large)} [{num(r.memorize_lo)}, {num(r.memorize_hi)}]",
+                     f"{int(r.small_unfit)} / {int(r.large_unfit)}",
+                     f"{num(r.papers_cell_small_inferential)} / {num(r.papers_cell_large_symmetric)}",
+                     "yes" if r.ready else "no"])
+    head = ["rung (width, data)", "runs: small / large init", "small init composes (Wilson 95%)",
+            "large init memorizes (Wilson 95%)", "unfit: small / large", "papers' cell: inferential / symmetric",
+            "rung complete"]
+    v = fs.verdict_table(rungs)
+    lines = [md_table(head, rows), ""]
+    for r in v.itertuples():
+        lines.append(f"- {r.comparison} ({r.from_rung} -> {r.to_rung}): **{r.verdict}**")
+    return "\n".join(lines) + "\n"

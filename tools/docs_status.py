@@ -86,7 +86,18 @@ def _c3_ours() -> str:
     g = d[d.paper_gamma == d.paper_gamma.min()].sort_values("weight_decay")
     return (f"on the NeurIPS task at the demo's clock, wd lifts the largest init ({num(g.inferential_best.iloc[0])} "
             f"-> {num(g.inferential_best.iloc[-1])}) and smaller inits memorize at every wd; "
-            + cl.c3_journal_reading())
+            + cl.c3_journal_reading() + "; " + _demo_reading())
+
+
+def _demo_reading() -> str:
+    """The demo as an instance of C3's init-rate axis: phase 2 (large init) against phase 3 (small init)."""
+    from anchorlab import demo_journal as dj
+
+    s = dj.rate_summary(table(dj.RATE_TABLE))
+    first = s.iloc[0]
+    g = dj.GAMMAS
+    return (f"the demo (journal task, journal gamma {g['large_init']:g} vs {g['small_init']:g}, wd 0): large init "
+            f"phase 2, small init phase 3 in {int(first.contrast)} of {int(first.seeds)} seeds")
 
 
 def _mech(col: str) -> Callable[[], str]:
