@@ -179,25 +179,16 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
     from .plots.save import save_figure
     from .plots.training import plot_ood_over_training
     from .robustness import case_table, judge, judged_files, rates, summary_lines
-    from .sweep.runner import run_sweep
     from .sweep.runtable import curve_table, history_table, run_table
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    from .sweep.runner import plan_sweep
-    from .sweep.watch import live_display
+    from .sweep.watch import run_watched
 
-    spec = demo_spec(overrides, seeds, peak_lrs)
-    mon = live_display(out, int((plan_sweep(spec, out).action != "skip").sum()), workers, "demo", progress,
-                       keys=("id_acc", "ood_inferential_acc", "ood_symmetric_acc"))
-    try:
-        df = run_sweep(spec, out, executor="process" if workers > 1 else "inprocess",
-                       max_workers=workers if workers > 1 else None, on_result=mon.finished if mon else None,
-                       on_tick=mon.tick if mon else None)
-    finally:
-        if mon:
-            mon.close()
+    df = run_watched(demo_spec(overrides, seeds, peak_lrs), out, "demo", progress, workers if workers > 1 else None,
+                     keys=("id_acc", "ood_inferential_acc", "ood_symmetric_acc"),
+                     executor="process" if workers > 1 else "inprocess")
     runs = df.drop_duplicates("run_id").sort_values("init.gamma")
     failed = runs[~runs.status.isin(TRAINED)]
     if len(failed):

@@ -183,22 +183,13 @@ def run(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), worker
     step and ETA) on stderr."""
     from .plots.demo import plot_demo
     from .plots.save import save_figure
-    from .sweep.runner import plan_sweep, run_sweep
     from .sweep.runtable import history_table
-    from .sweep.watch import live_display
+    from .sweep.watch import run_watched
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    s = spec(overrides, seeds, first_seed, op_set)
-    todo = int((plan_sweep(s, out).action != "skip").sum())
-    mon = live_display(out, todo, min(workers, todo) or 1, "demo", progress)
-    try:
-        df = run_sweep(s, out, executor="process" if workers > 1 else "inprocess",
-                       max_workers=workers if workers > 1 else None, on_result=mon.finished if mon else None,
-                       on_tick=mon.tick if mon else None)
-    finally:
-        if mon:
-            mon.close()
+    df = run_watched(spec(overrides, seeds, first_seed, op_set), out, "demo", progress,
+                     workers if workers > 1 else None, executor="process" if workers > 1 else "inprocess")
     runs = df.drop_duplicates("run_id")
     failed = runs[~runs.status.isin(TRAINED)]
     if len(failed):

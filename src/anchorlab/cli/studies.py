@@ -143,8 +143,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
     from .args import parse_stack
     from ..sweep.grid import SWEEP_DIR, load_sweep, resolve_sweep
-    from ..sweep.runner import plan_sweep, run_sweep
-    from ..sweep.watch import live_display
+    from ..sweep.runner import plan_sweep
+    from ..sweep.watch import run_watched
 
     if a.list or not a.spec:
         print("sweep presets (name, or any sweep YAML path):")
@@ -170,14 +170,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     todo = int((plan.action != "skip").sum())
     away = f", {int((plan.status == 'elsewhere').sum())} done elsewhere (--done-in)" if a.done_in else ""
     print(f"sweep {spec.name}: {len(plan)} runs, {todo} to do{away}, executor={a.executor}, out={out}", flush=True)
-    mon = live_display(out, todo, a.workers, spec.name, not a.no_progress)
-    try:
-        df = run_sweep(spec, out, executor=a.executor, max_workers=a.workers, stack=parse_stack(a.stack),
-                       on_result=mon.finished if mon else None, on_tick=mon.tick if mon else None,
-                       done_elsewhere=elsewhere)
-    finally:
-        if mon:
-            mon.close()
+    df = run_watched(spec, out, spec.name, not a.no_progress, a.workers, executor=a.executor,
+                     stack=parse_stack(a.stack), done_elsewhere=elsewhere)
     st = df.drop_duplicates("run_id").status.value_counts().to_dict()
     print(f"done: {st}; results in {out / 'results.sqlite'}; `anchorlab report {out}` draws the figures")
     return 0

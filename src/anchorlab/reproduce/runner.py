@@ -237,19 +237,11 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
 def _train(fig: Figure, spec: Mapping[str, Any], sweep_dir: Path, executor: str, workers: int | None,
            progress: bool, done: Collection[str]) -> str:
     """Run the figure's sweep into ``sweep_dir`` (with the live display); the README's line on its runs."""
-    from ..sweep.runner import plan_sweep, run_sweep
-    from ..sweep.watch import live_display
+    from ..sweep.watch import run_watched
 
-    todo = int((plan_sweep(spec, sweep_dir, done_elsewhere=done).action != "skip").sum())
-    mon = live_display(sweep_dir, todo, workers, fig.id, progress,
-                       keys=("id_acc", "ood_inferential_acc", "ood_symmetric_acc"))
-    try:
-        df = run_sweep(spec, sweep_dir, executor=executor, max_workers=workers,
-                       on_result=mon.finished if mon else None, on_tick=mon.tick if mon else None,
-                       done_elsewhere=done)
-    finally:
-        if mon:
-            mon.close()
+    df = run_watched(spec, sweep_dir, fig.id, progress, workers, keys=("id_acc", "ood_inferential_acc",
+                                                                        "ood_symmetric_acc"),
+                     executor=executor, done_elsewhere=done)
     bad = df.drop_duplicates("run_id")
     bad = bad[bad.status.isin(["failed"])]
     if len(bad):

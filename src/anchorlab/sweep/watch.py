@@ -226,3 +226,20 @@ def live_display(out: str | Path, total_runs: int, workers: int | None, desc: st
     if not enabled or total_runs <= 0:
         return None
     return SweepMonitor(out, total_runs, workers or os.cpu_count() or 1, desc, keys=keys)
+
+
+def run_watched(spec: Any, out: str | Path, desc: str, progress: bool, workers: int | None = None,
+                keys: Sequence[str] = ("id_acc", "ood_acc"), **kwargs: Any) -> "Any":
+    """:func:`anchorlab.sweep.runner.run_sweep` of ``spec`` into ``out`` with the live display when ``progress``
+    (its runs to train counted first); ``kwargs`` go to ``run_sweep``. Returns its table."""
+    from .plan import plan_sweep
+    from .runner import run_sweep
+
+    todo = int((plan_sweep(spec, out, done_elsewhere=kwargs.get("done_elsewhere", ())).action != "skip").sum())
+    mon = live_display(out, todo, workers, desc, progress, keys=keys)
+    try:
+        return run_sweep(spec, out, max_workers=workers, on_result=mon.finished if mon else None,
+                         on_tick=mon.tick if mon else None, **kwargs)
+    finally:
+        if mon:
+            mon.close()
