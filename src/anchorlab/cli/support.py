@@ -30,9 +30,10 @@ workflow:
   anchorlab sweep --list                             the sweep presets
   anchorlab sweep fig2_cpu --dry-run                 the runs of a sweep and their estimated cost
   anchorlab sweep fig2_cpu --out runs/fig2           run (or resume) a sweep, then: anchorlab report runs/fig2
+  anchorlab status runs/fig2                         how far a running sweep is: runs done / running / left, ETA
   anchorlab reproduce --list                         every paper figure, its runs and compute
   anchorlab demo --out demo_out --dry-run            the demo's two runs and their estimated time here
-  anchorlab demo --out demo_out                      large vs small init, side by side, then a plain verdict
+  anchorlab demo --out demo_out                      large vs small init on the journal's task, then a plain verdict
 
 Every command takes -v (log at INFO level) and -h. Configs: docs/config_reference.md
 (`anchorlab config --reference`)."""
