@@ -24,7 +24,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-PROBE_STEPS, PROBE_WARMUP = 4, 1
+PROBE_STEPS, PROBE_WARMUP = 8, 4
 CACHE_FILE = "step_seconds.json"
 
 
@@ -95,19 +95,12 @@ def _step_seconds(cfg: Any, steps: int = PROBE_STEPS, warmup: int = PROBE_WARMUP
     return (time.perf_counter() - t) / steps
 
 
-def _small(cfg: Any) -> tuple[Any, float]:
-    """``cfg`` with a training set of a few batches and a tenth of the evaluation set (the step's and the
-    evaluation's time do not depend on the first, and scale with the second), and the evaluation's scale back."""
+def _small(cfg: Any) -> Any:
+    """``cfg`` with a training set of a few batches (a step's time does not depend on the set's size)."""
     from ..config import experiment_from_dict
 
-    over, scale = [], 1.0
-    if hasattr(cfg.task, "n_train"):
-        over.append(f"task.n_train={4 * cfg.train.batch_size}")
-    n_eval = getattr(cfg.task, "n_eval_per_group", None)
-    if isinstance(n_eval, int) and n_eval >= 100:
-        over.append(f"task.n_eval_per_group={n_eval // 10}")
-        scale = n_eval / (n_eval // 10)
-    return (experiment_from_dict(cfg.to_dict(), over) if over else cfg), scale
+    return experiment_from_dict(cfg.to_dict(), [f"task.n_train={4 * cfg.train.batch_size}"]) \
+        if hasattr(cfg.task, "n_train") else cfg
 
 
 def enabled() -> bool:
@@ -117,7 +110,8 @@ def enabled() -> bool:
 
 def probe(cfg: Any) -> dict[str, float]:
     """``{"step": seconds a step, "eval": seconds an evaluation}`` of ``cfg`` on this CPU, from the cache or timed
-    now (a few steps after a warm-up, one torch thread, on a few batches and a tenth of the evaluation set)."""
+    now (a few steps after a warm-up and an evaluation after one untimed, one torch thread, the run's numeric
+    switches)."""
     import torch
 
     from ..tasks.base import build_task
@@ -129,19 +123,19 @@ def probe(cfg: Any) -> dict[str, float]:
         return cache[key]
     if not enabled():
         raise RuntimeError("probe: off (ANCHORLAB_PROBE=off)")
-    small, scale = _small(cfg)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    from ..train.environment import numerics
+
+    small = _small(cfg)
+    with numerics(small, torch.device("cpu")):     # threads, flush-denormal, malloc thresholds: as a run trains
+        torch.set_num_threads(1)
         step = _step_seconds(small)
         task = build_task(small.task)
         model, _ = init_model(small)
         data = task.eval_data(small.train.data_seed)
+        task.evaluate(model, data, torch.device("cpu"))           # once to warm up, then timed
         t = time.perf_counter()
         task.evaluate(model, data, torch.device("cpu"))
-        ev = (time.perf_counter() - t) * scale
-    finally:
-        torch.set_num_threads(threads)
+        ev = time.perf_counter() - t
     got = {"step": float(step), "eval": float(ev)}
     cache = _load()
     cache[key] = got
