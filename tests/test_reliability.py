@@ -175,7 +175,7 @@ def test_progress_uses_a_bar_on_a_terminal():
     assert quiet.getvalue() == ""
 
 
-def test_cli_sweep_progress_is_one_line_per_run_off_a_terminal(tmp_path, capsys):
+def test_cli_sweep_progress_is_lines_with_etas_off_a_terminal(tmp_path, capsys):
     import yaml
 
     spec = {"name": "p", "base": "demo/small", "set": TINY + ["train.epochs=0.5"], "axes": {"init.gamma": [0.3, 0.6]}}
@@ -183,9 +183,11 @@ def test_cli_sweep_progress_is_one_line_per_run_off_a_terminal(tmp_path, capsys)
     assert main(["sweep", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o"), "--executor", "inprocess",
                  "--stack", "never"]) == 0
     err = capsys.readouterr().err
-    runs = [line for line in err.splitlines() if " run " in line]
-    assert len(runs) == 2 and "\r" not in err and all("finished (init.gamma=" in r for r in runs), err
-    assert runs[1].startswith("p [2/2 runs")
+    finished = [line for line in err.splitlines() if " finished (init.gamma=" in line]
+    assert len(finished) == 2 and "\r" not in err and finished[1].startswith("p [2/2 runs"), err
+    assert all("; sweep ETA " in line for line in finished)
+    evaluations = [line for line in err.splitlines() if " step " in line]      # one per evaluation the display saw
+    assert all("; run ETA " in line and ", sweep ETA " in line for line in evaluations), err
 
 
 # ------------------------------------------------------------------ sweep spec: set as a mapping
