@@ -254,7 +254,7 @@ def expected_line(seeds: int = 1, workers: int = 2, overrides: list[str] | tuple
     two side by side on two workers) beside the committed runs' measured time."""
     from .config import load_config
     from .sweep.probe import enabled, run_seconds
-    from .sweep.watch import hms
+    from .progress import hms
 
     pairs = seeds * (2 if workers < 2 else 1)    # one worker trains the two models one after the other
     here = run_seconds(load_config(PRESET, list(overrides))) * pairs if enabled() else float("nan")

@@ -23,7 +23,10 @@ def is_terminal(stream: Any) -> bool:
         return False
 
 
-def _hms(seconds: float) -> str:
+def hms(seconds: float | None) -> str:
+    """A duration as ``1h02m``, ``4m10s`` or ``35s``; ``?`` for None or NaN."""
+    if seconds is None or seconds != seconds:
+        return "?"
     s = int(round(seconds))
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
 
@@ -67,7 +70,7 @@ class Progress:
     def _line(self, text: str) -> None:
         elapsed = time.perf_counter() - self.t0
         done = self.n - self.initial
-        eta = (f", ETA {_hms(elapsed / done * (self.total - self.n))}"
+        eta = (f", ETA {hms(elapsed / done * (self.total - self.n))}"
                if self.unit == "step" and 0 < done and self.n < self.total else "")
         self.stream.write(f"{self.desc} [{self.n}/{self.total} {self.unit}s, {elapsed:.0f}s{eta}] {text}\n")
         self.stream.flush()

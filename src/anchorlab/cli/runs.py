@@ -38,12 +38,6 @@ def _print_metrics(task, metrics: dict) -> None:
         print(line)
 
 
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 def cmd_train(a: argparse.Namespace) -> int:
     from ..config import load_config
     from ..train import train
@@ -51,14 +45,16 @@ def cmd_train(a: argparse.Namespace) -> int:
     cfg = load_config(config_arg(a.config, "train"), a.set)
     out = Path(a.out) if a.out else Path("runs") / f"{cfg.name}-{cfg.run_id()}"
     will_create(a, out)
-    if not a.no_progress and cfg.train.device in ("auto", "cpu") and not _cuda():
+    from ..train.environment import pick_device
+
+    if not a.no_progress and pick_device(cfg.train.device).type == "cpu":
+        from ..progress import hms
         from ..sweep.probe import run_seconds
-        from ..sweep.watch import hms
 
         t = run_seconds(cfg)
         if t == t:
-            print(f"expected: ~{hms(t)} on this CPU (a timed probe of this model's step and evaluation; the "
-                  f"remaining steps if it resumes)", flush=True)
+            print(f"expected: ~{hms(t)} on this CPU for the whole run (a timed probe of this model's step and "
+                  f"evaluation)", flush=True)
     try:
         res = train(cfg, out, progress=not a.no_progress, announce=lambda line: print(line, flush=True))
     except BaseException as e:

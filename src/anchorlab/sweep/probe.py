@@ -175,7 +175,7 @@ def sweep_seconds(cfgs: Sequence[Any], workers: int) -> tuple[float, int]:
 
 def describe_probe(cfgs: Sequence[Any], workers: int) -> str:
     """One line: the estimate measured on this CPU for ``cfgs`` on ``workers`` cores."""
-    from ..sweep.watch import hms
+    from ..progress import hms
 
     if not cfgs:
         return "measured here: nothing to train"

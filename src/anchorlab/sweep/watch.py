@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from ..progress import hms
 from ..run_status import COMPLETED
 
 PLAN_FILE = "plan.json"
@@ -125,18 +126,6 @@ def counts(table: "Any") -> dict[str, int]:
     running = int((table.status == "running").sum())
     return {"done": done, "running": running, "left": len(table) - done - failed - running, "failed": failed,
             "total": len(table)}
-
-
-def hms(seconds: float) -> str:
-    """``1h02m``, ``4m10s``, ``35s``; ``?`` for NaN."""
-    if seconds != seconds or seconds is None:
-        return "?"
-    s = int(round(seconds))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
 
 
 def status_lines(out: str | Path, workers: int | None = None) -> list[str]:
