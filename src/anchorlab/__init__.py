@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
+from anchorlab._version import __version__
 
 _API = {
     "load_config": "anchorlab.config:load_config",
@@ -61,7 +61,7 @@ def evaluate(run: Any, eval_data: Any = None, device: str = "cpu") -> Any:
     """
     from pathlib import Path
 
-    from .train import load_run
+    from anchorlab.train import load_run
 
     if isinstance(run, (str, Path)):
         run = load_run(run, device)
@@ -83,16 +83,16 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .analysis.registry import run_analysis
-    from .config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
-    from .eval.cells import cell_table
-    from .eval.judgement import paper_cells
-    from .eval.solution import outcome
-    from .model.init import apply_init_rate
-    from .model.transformer import build_model
-    from .reproduce import reproduce
-    from .sweep.runner import run_sweep
-    from .sweep.runtable import curve_table, run_table
-    from .tasks.base import EvalResult, Task, build_task
-    from .train import RunResult, load_run, train
-    from .train.stacked import train_stack
+    from anchorlab.analysis.registry import run_analysis
+    from anchorlab.config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
+    from anchorlab.eval.cells import cell_table
+    from anchorlab.eval.judgement import paper_cells
+    from anchorlab.eval.solution import outcome
+    from anchorlab.model.init import apply_init_rate
+    from anchorlab.model.transformer import build_model
+    from anchorlab.reproduce import reproduce
+    from anchorlab.sweep.runner import run_sweep
+    from anchorlab.sweep.runtable import curve_table, run_table
+    from anchorlab.tasks.base import EvalResult, Task, build_task
+    from anchorlab.train import RunResult, load_run, train
+    from anchorlab.train.stacked import train_stack

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import ConfigError
-from .io import atomic_write
+from anchorlab.config import ConfigError
+from anchorlab.io import atomic_write
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,9 @@ from typing import Any
 
 import pandas as pd
 
-from .config import ConfigError, load_yaml
-from .io import MissingResult, atomic_write, figures_file, write_json
-from .run_status import TRAINED
+from anchorlab.config import ConfigError, load_yaml
+from anchorlab.io import MissingResult, atomic_write, figures_file, write_json
+from anchorlab.run_status import TRAINED
 
 log = logging.getLogger(__name__)
 
@@ -136,13 +136,13 @@ def _label(gamma: float) -> str:
 
 def _row(run_dir: Path) -> dict[str, Any]:
     """One summary row of a finished demo run (re-evaluates it for the deviation histogram)."""
-    from .train import load_run
+    from anchorlab.train import load_run
 
     res = load_run(run_dir)
     final = res.final
     f = final["final"]
     result = res.task.evaluate(res.model, res.task.eval_data(res.cfg.train.data_seed))
-    from .tasks.anchor.metrics import top_deviations
+    from anchorlab.tasks.anchor.metrics import top_deviations
     held = [f"{a}{b}" for a, b in res.task.held_out_pairs]
     dev = top_deviations(result.tables["deviations"], held[0]) if held else []
     return {"model": _label(res.cfg.init.gamma), "seed": res.cfg.train.init_seed, "gamma": res.cfg.init.gamma,
@@ -176,15 +176,15 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
     per-run contrast rate (OOD >= 0.8), ``attrs["rates_table"]`` the papers' rule beside the per-run
     rates at each threshold (also ``rates.csv``; ``cells.csv``: per setting, the mean over seeds of
     the best over lrs and training), ``attrs["summary"]`` their printed lines."""
-    from .plots.save import save_figure
-    from .plots.training import plot_ood_over_training
-    from .robustness import case_table, judge, judged_files, rates, summary_lines
-    from .sweep.runtable import curve_table, history_table, run_table
+    from anchorlab.plots.save import save_figure
+    from anchorlab.plots.training import plot_ood_over_training
+    from anchorlab.robustness import case_table, judge, judged_files, rates, summary_lines
+    from anchorlab.sweep.runtable import curve_table, history_table, run_table
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    from .sweep.watch import run_watched
+    from anchorlab.sweep.watch import run_watched
 
     df = run_watched(demo_spec(overrides, seeds, peak_lrs), out, "demo", progress, workers if workers > 1 else None,
                      keys=("id_acc", "ood_inferential_acc", "ood_symmetric_acc"),

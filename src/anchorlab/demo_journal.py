@@ -28,9 +28,9 @@ from typing import Any
 
 import pandas as pd
 
-from .config import ConfigError, load_yaml
-from .io import MissingResult, atomic_write, figures_file, write_json
-from .run_status import TRAINED
+from anchorlab.config import ConfigError, load_yaml
+from anchorlab.io import MissingResult, atomic_write, figures_file, write_json
+from anchorlab.run_status import TRAINED
 
 PRESET = "demo/journal"
 GAMMAS = {"large_init": 0.4, "small_init": 0.8}   # journal gammas: std = 640^-gamma
@@ -72,7 +72,7 @@ def verdict(id_acc: float, ood_acc: float) -> str:
 def op_set_steps(k: int) -> dict[int, int] | None:
     """Step set ``k`` of the demo: 0 is the papers' ({1:+5,2:+1,3:-2,4:-8}), k >= 1 the k-th valid draw of
     :func:`anchorlab.tasks.anchor.opsets.journal_op_sets` (op seed 0)."""
-    from .tasks.anchor.opsets import PAPERS, journal_op_sets
+    from anchorlab.tasks.anchor.opsets import PAPERS, journal_op_sets
 
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
         raise ConfigError(f"op_set: must be 0 (the papers' steps) or a positive integer, got {k!r}")
@@ -104,7 +104,7 @@ def spec(overrides: list[str] | tuple[str, ...] = (), seeds: int = 1, first_seed
 def answer_shares(run) -> dict[str, Any]:
     """What a model answers on the unseen pairs, pooled over both and both key splits: the share of each kind
     (``composition``, ``trained target``: a seen pair's target, ``other``) and the top answer."""
-    from .analysis.answers import AnswersOptions, compute_answers
+    from anchorlab.analysis.answers import AnswersOptions, compute_answers
 
     a = compute_answers(run, AnswersOptions(split="all"))["answers"]
     pooled = a.groupby(["answer", "kind", "matches"], as_index=False)["count"].sum()
@@ -118,9 +118,9 @@ def answer_shares(run) -> dict[str, Any]:
 
 def model_row(run_dir: Path) -> dict[str, Any]:
     """One summary row of a finished demo run."""
-    from .demo import precision_label
-    from .tasks.anchor.opsets import steps_label
-    from .train import load_run
+    from anchorlab.demo import precision_label
+    from anchorlab.tasks.anchor.opsets import steps_label
+    from anchorlab.train import load_run
 
     res = load_run(run_dir)
     final = res.final
@@ -181,10 +181,10 @@ def run(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), worker
     """Train both models (in parallel, resumably) for each seed; write the files of the module docstring;
     return the summary table (one row per model and seed). ``progress``: the live display (each evaluation's
     step and ETA) on stderr."""
-    from .plots.demo import plot_demo
-    from .plots.save import save_figure
-    from .sweep.runtable import history_table
-    from .sweep.watch import run_watched
+    from anchorlab.plots.demo import plot_demo
+    from anchorlab.plots.save import save_figure
+    from anchorlab.sweep.runtable import history_table
+    from anchorlab.sweep.watch import run_watched
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -225,9 +225,9 @@ def first_layer_wq(run_dir: Path):
     rows sorted along the leading eigenvector of |cos| (a plain install runs the demo too)."""
     import torch
 
-    from .analysis.condensation import condensation_order, cosine_matrix
-    from .extras import MissingExtra
-    from .train import load_run
+    from anchorlab.analysis.condensation import condensation_order, cosine_matrix
+    from anchorlab.extras import MissingExtra
+    from anchorlab.train import load_run
 
     C = cosine_matrix(load_run(run_dir).model.blocks[0].attn.W_Q.weight.detach().float())
     try:
@@ -252,9 +252,9 @@ def expected_seconds() -> float | None:
 def expected_line(seeds: int = 1, workers: int = 2, overrides: list[str] | tuple[str, ...] = ()) -> str:
     """One line: how long the demo should take here (a timed probe of this CPU, cached: one model's run, the
     two side by side on two workers) beside the committed runs' measured time."""
-    from .config import load_config
-    from .sweep.probe import enabled, run_seconds
-    from .progress import hms
+    from anchorlab.config import load_config
+    from anchorlab.sweep.probe import enabled, run_seconds
+    from anchorlab.progress import hms
 
     pairs = seeds * (2 if workers < 2 else 1)    # one worker trains the two models one after the other
     here = run_seconds(load_config(PRESET, list(overrides))) * pairs if enabled() else float("nan")

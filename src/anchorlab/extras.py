@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from .config.base import ConfigError
+from anchorlab.config.base import ConfigError
 
 # top-level module -> (pip package, extra)
 EXTRAS = {

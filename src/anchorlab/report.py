@@ -38,11 +38,11 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .config import ConfigError
-from .eval.definitions import metric_definition
-from .io import atomic_write, write_text
-from .report_page import Fig, page, run_table_html, run_table_note
-from .sweep.results import load_sweep_results, spec_axes, sweep_task
+from anchorlab.config import ConfigError
+from anchorlab.eval.definitions import metric_definition
+from anchorlab.io import atomic_write, write_text
+from anchorlab.report_page import Fig, page, run_table_html, run_table_note
+from anchorlab.sweep.results import load_sweep_results, spec_axes, sweep_task
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def _plain(spec: Any) -> Any:
 
 def paper_figure(spec: Mapping[str, Any]) -> str | None:
     """The paper figure (a key of :data:`FIGURE_PRESETS`) whose spec this sweep's spec is, else None."""
-    from .sweep.grid import SWEEP_DIR, load_sweep
+    from anchorlab.sweep.grid import SWEEP_DIR, load_sweep
 
     mine = _plain(dict(spec))
     for figure, presets in FIGURE_PRESETS.items():
@@ -107,9 +107,9 @@ def aggregation_text(opts: Any, axes: Sequence[str]) -> str:
 def _stable_rank_bubbles(d: Path, df: pd.DataFrame, cells: pd.DataFrame, out: Path) -> list[Path]:
     """Journal Fig. 5C: bubble size = phase of the cell, colour = stable rank of the
     first-layer query weights averaged over the cell's finished runs."""
-    from .analysis.registry import sweep_stable_ranks
-    from .plots.complexity import plot_stable_rank_bubbles
-    from .plots.save import save_figure
+    from anchorlab.analysis.registry import sweep_stable_ranks
+    from anchorlab.plots.complexity import plot_stable_rank_bubbles
+    from anchorlab.plots.save import save_figure
 
     sr = sweep_stable_ranks(d)
     if sr.empty:
@@ -125,8 +125,8 @@ def _stable_rank_bubbles(d: Path, df: pd.DataFrame, cells: pd.DataFrame, out: Pa
 def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[str], out: Path,
                     definition: str, opts: Any, figure: str | None = None) -> list[Fig]:
     """The anchor task's phase figures; ``figure`` (:func:`paper_figure`) names the paper figure the sweep is."""
-    from .plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma
-    from .plots.save import save_figure
+    from anchorlab.plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma
+    from anchorlab.plots.save import save_figure
 
     t = opts.thresholds
     m = metric_definition(opts.metrics)
@@ -176,10 +176,10 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
 def _curves(df: pd.DataFrame, out: Path, headline: Sequence[str], axes: Sequence[str],
             max_curves: int) -> dict[str, Fig]:
     """One training-curve PNG per run with history (the first ``max_curves``), in ``report/curves/``."""
-    from .plots.phase import plot_run_history
-    from .plots.save import save_figure
-    from .sweep.aggregate import history_table
-    from .tracking import curve_metrics
+    from anchorlab.plots.phase import plot_run_history
+    from anchorlab.plots.save import save_figure
+    from anchorlab.sweep.aggregate import history_table
+    from anchorlab.tracking import curve_metrics
 
     runs = df.drop_duplicates("run_id").set_index("run_id")
     figs: dict[str, Fig] = {}
@@ -202,10 +202,10 @@ def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int
     Every run with a history gets a curve PNG (up to ``max_curves``), linked from
     the run table; the first ``inline_curves`` are also shown on the page.
     """
-    from .plots.save import save_figure
-    from .plots.sweep import plot_metric_vs_axis
-    from .sweep.aggregate import AggregateOptions, runs_table
-    from .tasks.base import task_class
+    from anchorlab.plots.save import save_figure
+    from anchorlab.plots.sweep import plot_metric_vs_axis
+    from anchorlab.sweep.aggregate import AggregateOptions, runs_table
+    from anchorlab.tasks.base import task_class
 
     d = Path(sweep_dir)
     out = d / "report"

@@ -34,10 +34,10 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .config import ConfigError, check_range
-from .eval.contrast import case_counts, judge, rate_map, rates  # noqa: F401  (the study's API)
-from .run_status import COMPLETED
-from .tasks.anchor.opsets import OpSet, random_op_sets
+from anchorlab.config import ConfigError, check_range
+from anchorlab.eval.contrast import case_counts, judge, rate_map, rates  # noqa: F401  (the study's API)
+from anchorlab.run_status import COMPLETED
+from anchorlab.tasks.anchor.opsets import OpSet, random_op_sets
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def study_spec(base: str | Mapping[str, Any], op_sets: Sequence[OpSet], seeds: S
                settings: Sequence[Setting] = DEFAULT_SETTINGS, overrides: Sequence[str] = (),
                name: str = "robustness", vary: Mapping[str, Sequence[Any]] | None = None) -> dict[str, Any]:
     """The study as a sweep spec: [vary axes, crossed] x zip(op set) x zip(setting) x zip(seed)."""
-    from .config import load_yaml
+    from anchorlab.config import load_yaml
 
     if len(settings) < 2 or len({s.name for s in settings}) != len(settings):
         raise ConfigError("settings: need at least two settings with distinct names")
@@ -139,7 +139,7 @@ def judgement_tables(cases: pd.DataFrame, large: str, small: str, thresholds: Se
     every run (``contrast_rate`` over (op set, seed, lr) cases, ``large_memorizes_rate``,
     ``small_composes_rate``, ``cases``: :func:`rates` of :func:`judge` at that threshold).
     """
-    from .eval.judgement import contrast_cells, contrast_rates, seed_bests
+    from anchorlab.eval.judgement import contrast_cells, contrast_rates, seed_bests
 
     ok = cases[cases.status.isin(COMPLETED)]
     cells = contrast_cells(ok, large, small, thresholds, id_min, by)
@@ -161,7 +161,7 @@ def fitted_tables(cases: pd.DataFrame, curves: pd.DataFrame, large: str, small: 
     ``id_min`` (:func:`anchorlab.eval.judgement.with_fitted_bests` over the runs' trajectories ``curves``,
     :func:`anchorlab.sweep.runtable.curve_table`; our reading, not the papers'); ``None`` where a completed
     run has no trajectory (then no table mixes the two readings)."""
-    from .eval.judgement import with_fitted_bests
+    from anchorlab.eval.judgement import with_fitted_bests
 
     ok = cases[cases.status.isin(COMPLETED)]
     curves = curves[curves.run_id.isin(set(ok.run_id))].reset_index(drop=True)
@@ -186,7 +186,7 @@ def paired_cases(cases: pd.DataFrame, key: str, threshold: float = 0.5, id_min: 
     """One row per case (op set, seed, setting, peak lr) with each value of the varied ``key`` side by side:
     final ID / inferential / symmetric accuracy and the solution (:func:`anchorlab.analysis.verdict.outcome`
     at ``threshold``) as ``<metric>@<value>``, and ``same_solution``: every value gives the same one."""
-    from .eval.solution import outcome
+    from anchorlab.eval.solution import outcome
 
     ok = cases[cases.status.isin(COMPLETED)]
     ok = ok.assign(solution=[outcome(i, a, b, threshold, id_min) for i, a, b in
@@ -245,9 +245,9 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
     ``summary``: printable lines giving the papers' rule beside the per-run rate."""
     from pathlib import Path
 
-    from .io import atomic_write
-    from .sweep.runtable import curve_table, run_table
-    from .sweep.runner import run_sweep
+    from anchorlab.io import atomic_write
+    from anchorlab.sweep.runtable import curve_table, run_table
+    from anchorlab.sweep.runner import run_sweep
 
     out = Path(out_dir)
     ops = list(op_sets) if op_sets is not None else random_op_sets(n_op_sets, op_seed, include_papers=include_papers)
@@ -290,8 +290,8 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
     for name, t in tables:
         files[name] = atomic_write(out / f"{name}.csv", lambda p, t=t: t.to_csv(p, index=False))
     if by:
-        from .plots.robustness import plot_regime_map
-        from .plots.save import save_figure
+        from anchorlab.plots.robustness import plot_regime_map
+        from anchorlab.plots.save import save_figure
 
         files["regime_map"] = save_figure(plot_regime_map(res["map"], by, settings[0].name, settings[1].name),
                                           out / "regime_map", dpi=130)[0]

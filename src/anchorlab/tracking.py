@@ -28,9 +28,9 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .config import ExperimentConfig, dump_config, to_dict
-from .extras import require
-from .io import write_json
+from anchorlab.config import ExperimentConfig, dump_config, to_dict
+from anchorlab.extras import require
+from anchorlab.io import write_json
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def curves_figure(history: Sequence[Mapping[str, Any]], headline: Sequence[str])
     """The run's training curves (loss, and the task's headline accuracies) as a matplotlib Figure."""
     import pandas as pd
 
-    from .plots.phase import plot_run_history
+    from anchorlab.plots.phase import plot_run_history
 
     h = pd.DataFrame(list(history))
     return plot_run_history(h, metrics=curve_metrics(headline, h.columns))

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 if TYPE_CHECKING:
-    from ..train import RunResult
+    from anchorlab.train import RunResult
 
 KINDS = ("composition", "mirror", "trained target", "other")
 SPLITS = ("train", "test", "all")
@@ -75,7 +75,7 @@ def compute_answers(run: RunResult, opts: AnswersOptions) -> dict[str, pd.DataFr
     """Tables ``answers`` (main) and ``summary`` of the module docstring."""
     import torch
 
-    from ..tasks.anchor.metrics import predict
+    from anchorlab.tasks.anchor.metrics import predict
 
     task = run.task
     if not hasattr(task, "held_out_pairs"):
@@ -118,7 +118,7 @@ def summarize_answers(answers: pd.DataFrame) -> pd.DataFrame:
 
 def answers_summary(runs: Sequence[str | Path | RunResult], split: str = "all") -> pd.DataFrame:
     """One row per run and held-out pair: the run, its op set and gamma, and :func:`summarize_answers`' columns."""
-    from ..train import load_run
+    from anchorlab.train import load_run
 
     opts = AnswersOptions(split=split)
     rows = []

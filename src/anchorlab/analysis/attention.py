@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..config import ConfigError
-from ..model.hooks import run_with_cache
-from ..tasks.anchor import AnchorData, AnchorTask
+from anchorlab.config import ConfigError
+from anchorlab.model.hooks import run_with_cache
+from anchorlab.tasks.anchor import AnchorData, AnchorTask
 
 ROLES = ("key", "anchor1", "anchor2", "last")
 _OFFSET = {"key": 0, "anchor1": 1, "anchor2": 2}

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 AUC_COLUMNS = ["feature", "at_fraction", "auc", "auc_lo", "auc_hi", "n_runs"]
 
@@ -96,7 +96,7 @@ def features_at_fractions(run_dir: str | Path, fractions: Sequence[float] = (0.0
     the features with the prefix removed; one row per fraction. A run without such rows is an error
     (train it with ``train.log_predictors=true``).
     """
-    from ..train import config_of, steps_plan
+    from anchorlab.train import config_of, steps_plan
 
     run_dir = Path(run_dir)
     path = run_dir / "metrics.jsonl"

@@ -32,14 +32,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..config import ConfigError, check_range
-from .condensation import condensation_order, condensation_scores, cosine_matrix
-from .embedding import (DEFAULT_TOKENS, covariance_spectra_by_step, difference_consistency, embedding_pca,
+from anchorlab.config import ConfigError, check_range
+from anchorlab.analysis.condensation import condensation_order, condensation_scores, cosine_matrix
+from anchorlab.analysis.embedding import (DEFAULT_TOKENS, covariance_spectra_by_step, difference_consistency, embedding_pca,
                         ordinal_probe_r2, ordinal_rank_correlation)
-from .spectra import DEFAULT_PARAM, as_param_dict, get_param, stable_rank, stable_rank_table
+from anchorlab.analysis.spectra import DEFAULT_PARAM, as_param_dict, get_param, stable_rank, stable_rank_table
 
 if TYPE_CHECKING:
-    from ..train import RunResult
+    from anchorlab.train import RunResult
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ def complexity_summary(runs: Sequence[str | Path | RunResult], param: str = DEFA
     """One row per run (a directory or a loaded run): run, gamma, d_model, weight_decay, the
     stable rank and condensation scores of ``param``, and the ordinal scores of the embedding
     (tokens and +s steps default per task, as :func:`compute_embedding`)."""
-    from ..train import load_run
+    from anchorlab.train import load_run
 
     rows = []
     for r in runs:
@@ -217,7 +217,7 @@ def complexity_summary(runs: Sequence[str | Path | RunResult], param: str = DEFA
 def sweep_stable_ranks(sweep_dir: str | Path, param: str = DEFAULT_PARAM) -> pd.DataFrame:
     """Stable rank of ``param`` (default: the merged first-layer query weights, all heads)
     for every finished run of a sweep: DataFrame(run_id, stable_rank)."""
-    from ..train import load_run
+    from anchorlab.train import load_run
 
     rows = []
     for rd in sorted((Path(sweep_dir) / "runs").glob("*")):

@@ -27,8 +27,8 @@ import logging
 import numpy as np
 import torch
 
-from ..config import ConfigError
-from ..extras import require
+from anchorlab.config import ConfigError
+from anchorlab.extras import require
 
 log = logging.getLogger(__name__)
 

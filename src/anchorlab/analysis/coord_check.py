@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import torch
 
-from ..config import ConfigError, InitConfig, OptimConfig
+from anchorlab.config import ConfigError, InitConfig, OptimConfig
 
 if TYPE_CHECKING:
-    from ..train import RunResult
+    from anchorlab.train import RunResult
 
 ACT_ROLES = ("embed", "pos", "qkv", "q", "k", "v", "o", "mlp_in", "mlp_out")
 
@@ -52,7 +52,7 @@ class CoordCheckOptions:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        from ..config import check_range
+        from anchorlab.config import check_range
 
         if len(self.widths) < 2:
             raise ConfigError(f"widths: need at least two widths, got {list(self.widths)}")
@@ -77,7 +77,7 @@ def widen(model_cfg: Any, width: int) -> Any:
 
 
 def _build(model_cfg: Any) -> torch.nn.Module:
-    from ..registry import MODELS, load
+    from anchorlab.registry import MODELS, load
 
     return load(MODELS[model_cfg.arch].impl)(model_cfg)
 
@@ -92,9 +92,9 @@ def coord_check(model_cfg: Any, init: InitConfig, batch: dict[str, torch.Tensor]
     ``optim`` gives AdamW's betas, eps, weight decay and clipping (default
     :class:`OptimConfig`), with a constant ``lr``.
     """
-    from ..model.init import apply_init_rate
-    from ..model.roles import param_infos
-    from ..train.optim import make_optimizer
+    from anchorlab.model.init import apply_init_rate
+    from anchorlab.model.roles import param_infos
+    from anchorlab.train.optim import make_optimizer
 
     optim = optim or OptimConfig()
     inits, acts = [], []

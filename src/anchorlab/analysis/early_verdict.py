@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ..config import ConfigError
-from ..config.base import check_range
-from .verdict import load_verdict, outcome
+from anchorlab.config import ConfigError
+from anchorlab.config.base import check_range
+from anchorlab.analysis.verdict import load_verdict, outcome
 
 if TYPE_CHECKING:
-    from ..train import RunResult
+    from anchorlab.train import RunResult
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,8 @@ class EarlyVerdictOptions:
 def run_features_at(run_dir: str | Path, cfg: Any, at_fraction: float) -> tuple[int, dict[str, float]]:
     """(step, features) of a run at ``at_fraction`` of training: the logged predictors, or at
     fraction 0 the features of the init (computed from the config) when none were logged."""
-    from .auc import features_at_fractions
-    from .predictors import features_at_init
+    from anchorlab.analysis.auc import features_at_fractions
+    from anchorlab.analysis.predictors import features_at_init
 
     try:
         row = features_at_fractions(run_dir, (at_fraction,)).iloc[0]

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 
 def rankdata(x) -> np.ndarray:

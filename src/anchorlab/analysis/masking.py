@@ -31,10 +31,10 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from ..config import ConfigError
-from ..model.hooks import HookFn, hooks, run_with_cache
-from ..tasks.anchor import AnchorData, AnchorTask, pair_label
-from .attention import role_positions
+from anchorlab.config import ConfigError
+from anchorlab.model.hooks import HookFn, hooks, run_with_cache
+from anchorlab.tasks.anchor import AnchorData, AnchorTask, pair_label
+from anchorlab.analysis.attention import role_positions
 
 Position = str | int
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 SPREAD_COLUMNS = ["metric", "n", "mean", "sd", "min", "max"]
 

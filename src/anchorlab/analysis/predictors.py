@@ -38,12 +38,12 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from ..config import ConfigError, ExperimentConfig
-from ..tasks.anchor import AnchorData, AnchorTask
-from .attention import attention_patterns
-from .condensation import condensation_scores
-from .embedding import DEFAULT_TOKENS, ordinal_probe_r2, ordinal_rank_correlation
-from .spectra import as_param_dict, get_param, stable_rank
+from anchorlab.config import ConfigError, ExperimentConfig
+from anchorlab.tasks.anchor import AnchorData, AnchorTask
+from anchorlab.analysis.attention import attention_patterns
+from anchorlab.analysis.condensation import condensation_scores
+from anchorlab.analysis.embedding import DEFAULT_TOKENS, ordinal_probe_r2, ordinal_rank_correlation
+from anchorlab.analysis.spectra import as_param_dict, get_param, stable_rank
 
 log = logging.getLogger(__name__)
 
@@ -229,8 +229,8 @@ def features_at_init(cfg: ExperimentConfig, n_grad: int = 512, n_per_group: int 
     """:func:`run_features` of the step-0 model of the run ``cfg`` names (an :class:`ExperimentConfig`):
     the init is a function of the config (``train.init_seed``), so a finished run's step-0 features need
     no checkpoint. Uses the run's data seed for the evaluation and training data."""
-    from ..tasks.base import build_task
-    from ..train import init_model
+    from anchorlab.tasks.base import build_task
+    from anchorlab.train import init_model
 
     task = build_task(cfg.task)
     model = init_model(cfg)[0]
@@ -251,14 +251,14 @@ class PredictorCallback:
     def __init__(self, task: AnchorTask, train_data: AnchorData | None = None, eval_data: Groups | None = None,
                  pair: tuple[int, int] = PAIR, n_grad: int = 512, until_step: float | None = None,
                  last_step: int | None = None, eval_every: int | None = None, cfg: ExperimentConfig | None = None) -> None:
-        from ..extras import require
+        from anchorlab.extras import require
         require("scipy.cluster.hierarchy", "train.log_predictors (condensation clustering)")
         self.task, self.train_data, self.pair, self.n_grad = task, train_data, tuple(pair), n_grad
         self.eval_data = eval_data
         self.until_step, self.last_step = until_step, last_step   # train.predictors_until: log early, and at the end
         self.verdict, self.verdict_step = None, None
         if last_step and eval_every:
-            from .verdict import default_model_path, load_verdict
+            from anchorlab.analysis.verdict import default_model_path, load_verdict
 
             have = default_model_path().is_file()   # absent outside a clone (docs/figures): no verdict logged
             differs = load_verdict().differences(cfg) if have and cfg is not None else ["no config"]

@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..config import ConfigError
-from ..tasks.anchor import AnchorData, pair_label
-from .masking import EdgeMask, output_vectors
+from anchorlab.config import ConfigError
+from anchorlab.tasks.anchor import AnchorData, pair_label
+from anchorlab.analysis.masking import EdgeMask, output_vectors
 
 log = logging.getLogger(__name__)
 METHODS = ("tsne", "pca")

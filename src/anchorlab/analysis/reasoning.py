@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ..config import ConfigError, check_range
+from anchorlab.config import ConfigError, check_range
 
 if TYPE_CHECKING:
-    from ..train import RunResult
+    from anchorlab.train import RunResult
 
 Tables = dict[str, pd.DataFrame]
 
@@ -39,7 +39,7 @@ class AdditionGridOptions:
 
 def compute_addition_grid(run: RunResult, opts: AdditionGridOptions) -> Tables:
     """``grid``: a, b, split, target, prediction, correct (10,000 rows); ``summary``: split, n, accuracy."""
-    from ..tasks.seq2seq.addition import grid_predictions
+    from anchorlab.tasks.seq2seq.addition import grid_predictions
 
     if run.cfg.task.name != "addition":
         raise ConfigError(f"analysis addition-grid: needs an addition run, got task {run.cfg.task.name!r}")

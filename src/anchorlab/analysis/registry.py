@@ -29,27 +29,27 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ..config import ConfigError, options_from_strings
-from ..io import atomic_write
-from ..plots import complexity as cplots
-from ..plots.answers import answers_figure
-from ..plots.coord_check import coord_check_figure
-from ..plots import mechanism as mplots
-from ..plots import predictors as pplots
-from ..plots import reasoning as rplots
-from . import answers as ans
-from . import complexity as cx
-from . import coord_check as cc
-from . import mechanism as mech
-from . import reasoning as rsn
-from . import early_verdict as vd
-from .complexity import complexity_summary, sweep_stable_ranks
-from .mechanism import compare_runs
+from anchorlab.config import ConfigError, options_from_strings
+from anchorlab.io import atomic_write
+from anchorlab.plots import complexity as cplots
+from anchorlab.plots.answers import answers_figure
+from anchorlab.plots.coord_check import coord_check_figure
+from anchorlab.plots import mechanism as mplots
+from anchorlab.plots import predictors as pplots
+from anchorlab.plots import reasoning as rplots
+from anchorlab.analysis import answers as ans
+from anchorlab.analysis import complexity as cx
+from anchorlab.analysis import coord_check as cc
+from anchorlab.analysis import mechanism as mech
+from anchorlab.analysis import reasoning as rsn
+from anchorlab.analysis import early_verdict as vd
+from anchorlab.analysis.complexity import complexity_summary, sweep_stable_ranks
+from anchorlab.analysis.mechanism import compare_runs
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from ..train import RunResult
+    from anchorlab.train import RunResult
 
 log = logging.getLogger(__name__)
 
@@ -173,8 +173,8 @@ def run_analysis(run_dir: str | Path, name: str, out_dir: str | Path | None = No
 
     The task and the options are checked before the weights are loaded.
     """
-    from ..plots.save import save_figure
-    from ..train import config_of, load_run
+    from anchorlab.plots.save import save_figure
+    from anchorlab.train import config_of, load_run
 
     analysis = get_analysis(name)
     check_task(analysis, config_of(run_dir).task.name, run_dir)
@@ -198,7 +198,7 @@ def run_multi_analysis(run_dirs: Sequence[str | Path], name: str, out_dir: str |
         raise ConfigError(f"analysis: must be one of {', '.join(MULTI_RUN)} for several runs, got {name!r}")
     if not run_dirs:
         raise ConfigError(f"analysis {name!r}: needs at least one run directory")
-    from ..train import config_of
+    from anchorlab.train import config_of
 
     analysis = MULTI_RUN[name]
     for rd in run_dirs:

@@ -36,10 +36,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..config import ConfigError
-from ..model.hooks import run_with_cache
-from ..tasks.anchor import AnchorTask, pair_label
-from .masking import EdgeMask, masked_run
+from anchorlab.config import ConfigError
+from anchorlab.model.hooks import run_with_cache
+from anchorlab.tasks.anchor import AnchorTask, pair_label
+from anchorlab.analysis.masking import EdgeMask, masked_run
 
 VecFn = Callable[[torch.Tensor, int], torch.Tensor]  # (tokens (N, T), key_pos) -> (N, d)
 

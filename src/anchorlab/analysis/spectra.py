@@ -26,9 +26,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ..config import ConfigError
-from .condensation import condensation_scores
-from .embedding import (DEFAULT_TOKENS, covariance_participation_ratio, difference_consistency,
+from anchorlab.config import ConfigError
+from anchorlab.analysis.condensation import condensation_scores
+from anchorlab.analysis.embedding import (DEFAULT_TOKENS, covariance_participation_ratio, difference_consistency,
                         ordinal_probe_r2, ordinal_rank_correlation)
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ class ComplexityCallback:
         if not 0.0 < self.threshold <= 1.0:
             raise ConfigError(f"threshold: must be in (0, 1], got {self.threshold!r}")
         if self.condensation_param is not None:  # fail before training, not at the first evaluation
-            from ..extras import require
+            from anchorlab.extras import require
             require("scipy.cluster.hierarchy", "train.log_complexity (condensation clustering)")
 
     @torch.no_grad()

@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..config import ConfigError
-from ..tasks.anchor.config import AnchorTaskConfig
+from anchorlab.config import ConfigError
+from anchorlab.tasks.anchor.config import AnchorTaskConfig
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def pair_fit_speed(history: History, threshold: float = 0.6, split: str = "train
 
 def rule_violating_pairs(task: AnchorTaskConfig) -> list[str]:
     """Labels (``"12"``) of the trained pairs whose target is not inferential."""
-    from ..tasks.anchor import AnchorTask, pair_label
+    from anchorlab.tasks.anchor import AnchorTask, pair_label
 
     return [pair_label(p) for p in AnchorTask(task).non_inferential_pairs]
 

@@ -28,8 +28,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..config import ConfigError
-from ..eval.solution import outcome  # noqa: F401  (the solution label: eval owns it)
+from anchorlab.config import ConfigError
+from anchorlab.eval.solution import outcome  # noqa: F401  (the solution label: eval owns it)
 
 MODEL_FILE = "early_verdict_demo.json"   # the model fitted on predictors_cpu, in the figures folder
 SEEDS = ("name", "train.data_seed", "train.init_seed")   # not part of a fitted setting: the label and the seeds
@@ -37,7 +37,7 @@ SEEDS = ("name", "train.data_seed", "train.init_seed")   # not part of a fitted 
 
 def flat_identity(cfg: Any) -> dict[str, Any]:
     """A config's identity fields as ``{"section.field": value}`` (nested values JSON-encoded)."""
-    from ..config.base import identity_dict
+    from anchorlab.config.base import identity_dict
 
     out: dict[str, Any] = {}
     for sec, fields in identity_dict(cfg).items():
@@ -101,7 +101,7 @@ class VerdictModel:
 
 def default_model_path() -> Path:
     """Where the default verdict model (fitted on ``predictors_cpu``) is read from; it may be absent."""
-    from ..io import figures_dir
+    from anchorlab.io import figures_dir
 
     return figures_dir() / MODEL_FILE
 
@@ -109,7 +109,7 @@ def default_model_path() -> Path:
 def load_verdict(path: str | Path | None = None) -> VerdictModel:
     """The verdict model at ``path``; the default one (:func:`default_model_path`) when None."""
     if path is None:
-        from ..io import MissingResult, figures_file
+        from anchorlab.io import MissingResult, figures_file
 
         try:
             p = figures_file(MODEL_FILE, "early-verdict: the default verdict model")

@@ -37,10 +37,10 @@ not met with the CPU's name and bfloat16 units, never asserted.
 
 from __future__ import annotations
 
-from .core import STEP_COLUMNS, BenchResult, format_result, run_bench
-from .gemm import LAYOUTS, matmul_gflops, measure_layouts
-from .shapes import PRECISIONS, SHAPES, shape_config, train_flops_per_sample
-from .steps import categorize, profile_steps, time_steps
+from anchorlab.bench.core import STEP_COLUMNS, BenchResult, format_result, run_bench
+from anchorlab.bench.gemm import LAYOUTS, matmul_gflops, measure_layouts
+from anchorlab.bench.shapes import PRECISIONS, SHAPES, shape_config, train_flops_per_sample
+from anchorlab.bench.steps import categorize, profile_steps, time_steps
 
 __all__ = ["LAYOUTS", "PRECISIONS", "SHAPES", "STEP_COLUMNS", "BenchResult", "categorize", "format_result",
            "matmul_gflops", "measure_layouts", "profile_steps", "run_bench", "shape_config", "time_steps",

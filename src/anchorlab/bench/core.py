@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
-from ..train.precision import CpuMatrixUnits, cpu_matrix_units, cpu_model_name
-from ..train.run import numerics
-from .gemm import layout_pivot, measure_layouts, peaks
-from .shapes import Clock, check_names, clock_fn, dtype_of, shape_config, train_flops_per_sample
-from .steps import profile_compare, time_steps
-from .targets import round_summary, speedups, verdicts
+from anchorlab.train.precision import CpuMatrixUnits, cpu_matrix_units, cpu_model_name
+from anchorlab.train.run import numerics
+from anchorlab.bench.gemm import layout_pivot, measure_layouts, peaks
+from anchorlab.bench.shapes import Clock, check_names, clock_fn, dtype_of, shape_config, train_flops_per_sample
+from anchorlab.bench.steps import profile_compare, time_steps
+from anchorlab.bench.targets import round_summary, speedups, verdicts
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
     steps_df.insert(STEP_COLUMNS.index("speedup_vs_fp32"), "speedup_vs_fp32", speedups(steps_df))
     gpu: tuple = (None, None, "the GPU bench not asked for")
     if cuda:
-        from .cuda import cuda_bench
+        from anchorlab.bench.cuda import cuda_bench
 
         try:
             gpu = cuda_bench(**{"precisions": list(precisions), "overrides": overrides, **(cuda_kw or {})})

@@ -21,12 +21,12 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..config import ConfigError, ExperimentConfig
-from ..train import train
-from ..train.precision import resolve_precision
-from ..train.stacked import check_stackable, train_stack
-from .gemm import measure_layouts, peaks
-from .shapes import Clock, check_names, clock_fn, dtype_of, shape_config, train_flops_per_sample
+from anchorlab.config import ConfigError, ExperimentConfig
+from anchorlab.train import train
+from anchorlab.train.precision import resolve_precision
+from anchorlab.train.stacked import check_stackable, train_stack
+from anchorlab.bench.gemm import measure_layouts, peaks
+from anchorlab.bench.shapes import Clock, check_names, clock_fn, dtype_of, shape_config, train_flops_per_sample
 
 
 def synced(clock: Clock, device: torch.device) -> Clock:
@@ -46,7 +46,7 @@ def stack_configs(cfg: ExperimentConfig, models: int) -> list[ExperimentConfig]:
 
 
 def _with(cfg: ExperimentConfig, overrides: Sequence[str]) -> ExperimentConfig:
-    from ..config import experiment_from_dict
+    from anchorlab.config import experiment_from_dict
     return experiment_from_dict(cfg.to_dict(), list(overrides))
 
 

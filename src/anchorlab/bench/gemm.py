@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
-from .shapes import DTYPES, Clock, shape_config
+from anchorlab.bench.shapes import DTYPES, Clock, shape_config
 
 LAYOUTS = ("NT", "NN", "TN")
 

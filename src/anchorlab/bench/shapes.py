@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ..config import ExperimentConfig, ModelConfig, load_config
+from anchorlab.config import ExperimentConfig, ModelConfig, load_config
 
 SHAPES = {  # name -> (preset, overrides); data kept small: the step's cost does not depend on n_train
     "demo": ("demo/small", ("task.n_train=20000",)),

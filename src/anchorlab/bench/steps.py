@@ -23,14 +23,14 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from ..config import ExperimentConfig
-from ..tasks.base import build_task
-from ..train.flat import FlatAdamW, clip_gradients
-from ..train.optim import make_optimizer
-from ..train.precision import Precision, resolve_precision, step_context
-from ..train.run import init_model
-from ..train.single import train_step
-from .shapes import Clock
+from anchorlab.config import ExperimentConfig
+from anchorlab.tasks.base import build_task
+from anchorlab.train.flat import FlatAdamW, clip_gradients
+from anchorlab.train.optim import make_optimizer
+from anchorlab.train.precision import Precision, resolve_precision, step_context
+from anchorlab.train.run import init_model
+from anchorlab.train.single import train_step
+from anchorlab.bench.shapes import Clock
 
 CATEGORIES = (  # (category, substrings of aten op names), first match wins
     ("matmul", ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "mkldnn", "aten::_mm")),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..train.precision import CpuMatrixUnits
+from anchorlab.train.precision import CpuMatrixUnits
 
 TARGET_DEMO_SPEEDUP, STRETCH_DEMO_SPEEDUP = 2.5, 3.0   # bf16 step / fp32 step at the demo shape
 TARGET_PAPER_PEAK, STRETCH_PAPER_PEAK = 0.40, 0.50     # bf16 step's GFLOP/s / the bf16 matmul peak at the paper shape

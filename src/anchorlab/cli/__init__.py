@@ -17,15 +17,15 @@ import logging
 import os
 import sys
 
-from ..config import ConfigError
-from .support import check_out, cleanup, name_flags
+from anchorlab.config import ConfigError
+from anchorlab.cli.support import check_out, cleanup, name_flags
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .parser import build_parser as build
-    from .reproduce import cmd_reproduce
-    from .runs import cmd_analyze, cmd_bench, cmd_config, cmd_eval, cmd_train
-    from .studies import cmd_demo, cmd_report, cmd_robustness, cmd_status, cmd_sweep
+    from anchorlab.cli.parser import build_parser as build
+    from anchorlab.cli.reproduce import cmd_reproduce
+    from anchorlab.cli.runs import cmd_analyze, cmd_bench, cmd_config, cmd_eval, cmd_train
+    from anchorlab.cli.studies import cmd_demo, cmd_report, cmd_robustness, cmd_status, cmd_sweep
 
     return build({"config": cmd_config, "train": cmd_train, "eval": cmd_eval, "demo": cmd_demo,
                   "robustness": cmd_robustness, "sweep": cmd_sweep, "report": cmd_report, "status": cmd_status,

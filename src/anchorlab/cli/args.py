@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 if TYPE_CHECKING:
-    from ..robustness import Setting
+    from anchorlab.robustness import Setting
 
 
 def parse_vary(text: str) -> tuple[str, list[Any]]:
@@ -23,7 +23,7 @@ def parse_vary(text: str) -> tuple[str, list[Any]]:
 
 
 def _scalar(v: str) -> Any:
-    from ..config import parse_scalar
+    from anchorlab.config import parse_scalar
 
     val = parse_scalar(v)
     if isinstance(val, str):  # YAML 1.1 reads 1e-3 as text
@@ -36,7 +36,7 @@ def _scalar(v: str) -> Any:
 
 def parse_setting(text: str) -> Setting:
     """``"small_init:init.gamma=0.6,optim.peak_lr=1e-3"`` -> Setting."""
-    from ..robustness import Setting
+    from anchorlab.robustness import Setting
 
     name, sep, rest = text.partition(":")
     if not sep or not name.strip() or not rest.strip():

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping
 
-from .support import DESCRIPTION, WORKFLOW, HelpFormatter
+from anchorlab.cli.support import DESCRIPTION, WORKFLOW, HelpFormatter
 
 
 def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) -> argparse.ArgumentParser:
     """The parser of every command; ``handlers[name]`` runs command ``name`` (``args.fn``)."""
-    from .. import __version__
+    from anchorlab import __version__
 
     p = argparse.ArgumentParser(prog="anchorlab", description=DESCRIPTION, epilog=WORKFLOW,
                                 formatter_class=HelpFormatter)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..config import ConfigError
-from .support import will_create
+from anchorlab.config import ConfigError
+from anchorlab.cli.support import will_create
 
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
-    from ..reproduce import FIGURES, describe_figures, reproduce
+    from anchorlab.reproduce import FIGURES, describe_figures, reproduce
 
     if a.list or not a.figure:
         print(describe_figures(a.scale if a.scale_given else None))

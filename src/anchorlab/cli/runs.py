@@ -6,20 +6,20 @@ import argparse
 import shlex
 from pathlib import Path
 
-from ..config import ConfigError
-from .support import config_arg, peak_line, preset_lines, resume_note, run_arg, will_create
+from anchorlab.config import ConfigError
+from anchorlab.cli.support import config_arg, peak_line, preset_lines, resume_note, run_arg, will_create
 
 
 def cmd_config(a: argparse.Namespace) -> int:
-    from ..config import dump_config, load_config, preset_names
+    from anchorlab.config import dump_config, load_config, preset_names
 
     if a.reference:
-        from ..config.reference import config_reference
+        from anchorlab.config.reference import config_reference
 
         print(config_reference(), end="")
         return 0
     if a.list or not a.config:
-        from ..config.base import PRESET_DIR
+        from anchorlab.config.base import PRESET_DIR
 
         print("config presets (name, or any YAML file path):")
         print(preset_lines({name: PRESET_DIR / f"{name}.yaml" for name in preset_names()}))
@@ -32,24 +32,24 @@ def cmd_config(a: argparse.Namespace) -> int:
 
 
 def _print_metrics(task, metrics: dict) -> None:
-    from ..tasks.base import headline_lines
+    from anchorlab.tasks.base import headline_lines
 
     for line in headline_lines(metrics, task.headline):
         print(line)
 
 
 def cmd_train(a: argparse.Namespace) -> int:
-    from ..config import load_config
-    from ..train import train
+    from anchorlab.config import load_config
+    from anchorlab.train import train
 
     cfg = load_config(config_arg(a.config, "train"), a.set)
     out = Path(a.out) if a.out else Path("runs") / f"{cfg.name}-{cfg.run_id()}"
     will_create(a, out)
-    from ..train.environment import pick_device
+    from anchorlab.train.environment import pick_device
 
     if not a.no_progress and pick_device(cfg.train.device).type == "cpu":
-        from ..progress import hms
-        from ..sweep.probe import run_seconds
+        from anchorlab.progress import hms
+        from anchorlab.sweep.probe import run_seconds
 
         t = run_seconds(cfg)
         if t == t:
@@ -75,10 +75,10 @@ def cmd_train(a: argparse.Namespace) -> int:
 def cmd_eval(a: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from ..config import experiment_from_dict
-    from ..io import atomic_write, write_json
-    from ..tasks.base import build_task
-    from ..train import load_run
+    from anchorlab.config import experiment_from_dict
+    from anchorlab.io import atomic_write, write_json
+    from anchorlab.tasks.base import build_task
+    from anchorlab.train import load_run
 
     res = load_run(run_arg(a.run))
     task, cfg = res.task, res.cfg
@@ -108,7 +108,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
 
 
 def cmd_analyze(a: argparse.Namespace) -> int:
-    from ..analysis.registry import ANALYSES, MULTI_RUN, run_analysis, run_multi_analysis
+    from anchorlab.analysis.registry import ANALYSES, MULTI_RUN, run_analysis, run_multi_analysis
 
     if a.list:
         for name, an in ANALYSES.items():
@@ -135,7 +135,7 @@ def cmd_analyze(a: argparse.Namespace) -> int:
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
-    from ..bench import format_result, run_bench
+    from anchorlab.bench import format_result, run_bench
 
     steps = {}
     for item in a.steps.split(","):
@@ -151,7 +151,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
         raise ConfigError(str(e)) from None
     print(format_result(r))
     if a.csv:
-        from ..io import atomic_write
+        from anchorlab.io import atomic_write
 
         base = Path(a.csv)
         tables = {base: r.steps, base.with_name(base.stem + "_layouts.csv"): r.layouts}

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .support import anchor_only, dry_run, preset_lines, will_create
+from anchorlab.cli.support import anchor_only, dry_run, preset_lines, will_create
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
     if a.task == "journal":
         return _demo_journal(a)
-    from ..config import ConfigError
+    from anchorlab.config import ConfigError
 
     if a.seed != 0 or a.op_set != 0:
         raise ConfigError("--seed / --op-set: --task journal only (the mirror task's demo takes --seeds and "
@@ -22,8 +22,8 @@ def cmd_demo(a: argparse.Namespace) -> int:
 def _demo_journal(a: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .. import demo_journal as dj
-    from ..config import ConfigError
+    from anchorlab import demo_journal as dj
+    from anchorlab.config import ConfigError
 
     if a.peak_lrs or a.thresholds != [0.5, 0.8]:
         raise ConfigError("--peak-lrs / --thresholds: --task neurips only (the journal demo trains at the "
@@ -65,11 +65,11 @@ def _demo_journal(a: argparse.Namespace) -> int:
 def _demo_neurips(a: argparse.Namespace) -> int:
     import pandas as pd
 
-    from ..demo import DEMO_GAMMAS, DEMO_PRESET, measured_line, plain_verdict, run_demo
+    from anchorlab.demo import DEMO_GAMMAS, DEMO_PRESET, measured_line, plain_verdict, run_demo
 
     anchor_only("demo", DEMO_PRESET, a.set)
     if a.dry_run:
-        from ..demo import demo_spec
+        from anchorlab.demo import demo_spec
 
         return dry_run(demo_spec(a.set, a.seeds, a.peak_lrs), Path(a.out), a.workers)
     print(f"anchorlab demo: training a large-init and a small-init model on the 'neurips' anchor task "
@@ -94,8 +94,8 @@ def _demo_neurips(a: argparse.Namespace) -> int:
 def cmd_robustness(a: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .args import parse_setting, parse_vary
-    from ..robustness import DEFAULT_SETTINGS, run_study
+    from anchorlab.cli.args import parse_setting, parse_vary
+    from anchorlab.robustness import DEFAULT_SETTINGS, run_study
 
     anchor_only("robustness", a.config, a.set)
     settings = [parse_setting(s) for s in a.setting] or list(DEFAULT_SETTINGS)
@@ -107,7 +107,7 @@ def cmd_robustness(a: argparse.Namespace) -> int:
           + (f"; regime map over {vary}" if vary else ""), flush=True)
 
     if a.dry_run:
-        from ..robustness import random_op_sets, study_spec
+        from anchorlab.robustness import random_op_sets, study_spec
 
         ops = random_op_sets(a.op_sets, a.op_seed, include_papers=not a.no_papers_op_set)
         axes = {**vary, **({"optim.peak_lr": list(a.peak_lrs)} if a.peak_lrs else {})}
@@ -141,10 +141,10 @@ def cmd_robustness(a: argparse.Namespace) -> int:
 def cmd_sweep(a: argparse.Namespace) -> int:
     import dataclasses
 
-    from .args import parse_stack
-    from ..sweep.grid import SWEEP_DIR, load_sweep, resolve_sweep
-    from ..sweep.runner import plan_sweep
-    from ..sweep.watch import run_watched
+    from anchorlab.cli.args import parse_stack
+    from anchorlab.sweep.grid import SWEEP_DIR, load_sweep, resolve_sweep
+    from anchorlab.sweep.runner import plan_sweep
+    from anchorlab.sweep.watch import run_watched
 
     if a.list or not a.spec:
         print("sweep presets (name, or any sweep YAML path):")
@@ -152,15 +152,15 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         return 0
     spec = load_sweep(resolve_sweep(a.spec))
     if a.set:
-        from ..sweep.grid import parse_set
+        from anchorlab.sweep.grid import parse_set
 
         spec = dataclasses.replace(spec, set=spec.set + parse_set(list(a.set)))
     if a.only:
-        from ..sweep.grid import restrict
+        from anchorlab.sweep.grid import restrict
 
         spec = restrict(spec, a.only)
     out = Path(a.out) if a.out else Path("runs") / spec.name
-    from ..sweep.results import done_ids
+    from anchorlab.sweep.results import done_ids
 
     elsewhere = done_ids(a.done_in)
     if a.dry_run:
@@ -178,8 +178,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def cmd_status(a: argparse.Namespace) -> int:
-    from ..config import ConfigError
-    from ..sweep.watch import status_lines
+    from anchorlab.config import ConfigError
+    from anchorlab.sweep.watch import status_lines
 
     d = Path(a.dir)
     found = [p for p in (d, d / "sweep") if (p / "results.sqlite").is_file()]
@@ -191,7 +191,7 @@ def cmd_status(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from ..report import make_report, screenshot
+    from anchorlab.report import make_report, screenshot
 
     will_create(a, Path(a.sweep_dir) / "report")
     path = make_report(a.sweep_dir)

@@ -15,7 +15,7 @@ import argparse
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 DESCRIPTION = ("anchorlab: reasoning versus memorizing in transformers, and the init rate that decides it.\n"
                "Every command works for every task family (task.name in the config).")
@@ -50,7 +50,7 @@ def peak_line(cfg) -> str:
 
 def preset_lines(presets: Mapping[str, Path]) -> str:
     """One line per preset: its name, then its description (the first comment line of its YAML)."""
-    from ..config.base import preset_summary
+    from anchorlab.config.base import preset_summary
 
     width = max((len(n) for n in presets), default=0)
     return "\n".join(f"  {name:{width}s}  {preset_summary(path)}".rstrip() for name, path in presets.items())
@@ -58,8 +58,8 @@ def preset_lines(presets: Mapping[str, Path]) -> str:
 
 def config_arg(spec: str, cmd: str) -> str:
     """A config argument, refused in one line when it names a sweep spec or a sweep directory instead."""
-    from ..config.base import PRESET_DIR
-    from ..sweep.grid import SWEEP_DIR
+    from anchorlab.config.base import PRESET_DIR
+    from anchorlab.sweep.grid import SWEEP_DIR
 
     p = Path(spec)
     if p.is_dir() and (p / "results.sqlite").exists():
@@ -88,7 +88,7 @@ def config_arg(spec: str, cmd: str) -> str:
 def anchor_only(cmd: str, base: str, overrides: Collection[str]) -> None:
     """Refuse, in one line, a demo or robustness study whose config is not on the anchor task: its contrast is
     read on the anchor's held-out pair (4,3) and its mirror, which other task families do not have."""
-    from ..config import load_yaml
+    from anchorlab.config import load_yaml
 
     name, src = None, ""
     for ov in overrides:
@@ -106,7 +106,7 @@ def anchor_only(cmd: str, base: str, overrides: Collection[str]) -> None:
 
 def resume_note(run_dir: Path, command: str) -> str:
     """What re-running will do after a run stopped: resume from its checkpoint, or start over."""
-    from ..train.checkpoint import load_checkpoint
+    from anchorlab.train.checkpoint import load_checkpoint
 
     try:
         ck = load_checkpoint(run_dir, map_location="cpu") if run_dir.is_dir() else None
@@ -128,7 +128,7 @@ def run_arg(path: str) -> str:
                           + (f"; a sweep spec runs with `anchorlab sweep {path}`" if p.suffix in (".yaml", ".yml")
                              else ""))
     if not p.exists():
-        from ..sweep.grid import SWEEP_DIR
+        from anchorlab.sweep.grid import SWEEP_DIR
 
         if (SWEEP_DIR / f"{path}.yaml").is_file():
             raise ConfigError(f"{path}: is a sweep spec, not a run directory; `anchorlab sweep {path}` runs it")
@@ -141,9 +141,9 @@ def dry_run(spec, out: Path, workers: int, done_elsewhere: Collection[str] = ())
     ``done_elsewhere``: run ids completed on another machine (skipped, status ``elsewhere``)."""
     import pandas as pd
 
-    from ..reproduce.estimate import ASSUMPTIONS, describe_compute, sweep_compute
-    from ..sweep.grid import expand, load_sweep
-    from ..sweep.runner import plan_sweep
+    from anchorlab.reproduce.estimate import ASSUMPTIONS, describe_compute, sweep_compute
+    from anchorlab.sweep.grid import expand, load_sweep
+    from anchorlab.sweep.runner import plan_sweep
 
     spec = load_sweep(spec)
     plan = plan_sweep(spec, out, done_elsewhere=done_elsewhere)
@@ -155,7 +155,7 @@ def dry_run(spec, out: Path, workers: int, done_elsewhere: Collection[str] = ())
     c = sweep_compute(cfgs, max(workers, 1))
     print(f"estimated for the runs to do with {max(workers, 1)} worker(s): {describe_compute(c)}")
     print(f"(assumes {ASSUMPTIONS})")
-    from ..sweep.probe import describe_probe
+    from anchorlab.sweep.probe import describe_probe
 
     print(describe_probe(cfgs, max(workers, 1)) + "; nothing was trained")
     return 0

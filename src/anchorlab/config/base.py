@@ -72,7 +72,7 @@ class Select:
     default: str
 
     def resolve(self, path: str, value: Mapping[str, Any]) -> type:
-        from ..registry import load
+        from anchorlab.registry import load
 
         name = value.get(self.key, self.default)
         reg = self.registry()

@@ -16,19 +16,19 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 
-from .base import (ConfigError, Select, apply_overrides, check_choice, check_range, coerce, config_hash, fail,
+from anchorlab.config.base import (ConfigError, Select, apply_overrides, check_choice, check_range, coerce, config_hash, fail,
                    from_dict, load_yaml, to_dict)
-from .precision_rules import BF16_PATHS, auto_bf16_path, matmul_amp  # noqa: F401 -- re-exported
-from .stop_rule import STOP_RULE, parse_stop_rule  # noqa: F401 -- re-exported
+from anchorlab.config.precision_rules import BF16_PATHS, auto_bf16_path, matmul_amp  # noqa: F401 -- re-exported
+from anchorlab.config.stop_rule import STOP_RULE, parse_stop_rule  # noqa: F401 -- re-exported
 
 
 def _tasks() -> dict:
-    from ..registry import TASKS
+    from anchorlab.registry import TASKS
     return TASKS
 
 
 def _models() -> dict:
-    from ..registry import MODELS
+    from anchorlab.registry import MODELS
     return MODELS
 
 
@@ -52,7 +52,7 @@ class TaskConfig:
 
 
 def _default_task() -> TaskConfig:
-    from ..registry import TASKS, load
+    from anchorlab.registry import TASKS, load
     return load(TASKS["anchor"].config)()
 
 

@@ -15,8 +15,8 @@ import types
 import typing
 from typing import Any
 
-from .base import _hints
-from .experiment import InitConfig, OptimConfig, TrainConfig
+from anchorlab.config.base import _hints
+from anchorlab.config.experiment import InitConfig, OptimConfig, TrainConfig
 
 HEADER = """\
 # Config reference
@@ -103,7 +103,7 @@ def _section(title: str, cls: type, skip: tuple[str, ...] = ()) -> list[str]:
 
 def config_reference() -> str:
     """Markdown: every section's fields with type, default and note, from the classes themselves."""
-    from ..registry import MODELS, TASKS, load
+    from anchorlab.registry import MODELS, TASKS, load
 
     lines = [HEADER, "## name", "", "`name` (`str`, default `\"run\"`): a label for the run's directory "
              "and reports; not in the run id.", ""]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .base import check_range, fail
+from anchorlab.config.base import check_range, fail
 
 STOP_RULE = re.compile(r"^\s*([A-Za-z0-9_/.,()\-]+)\s*(>=|<=)\s*([-+0-9.eE]+)\s*$")
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..run_status import COMPLETED
-from .contrast import case_counts
-from .judgement import paper_cells, seed_bests, with_fitted_bests
-from .lr_readings import ALL_LRS, CELL_KEYS, PAPER_LR_RANGE, TABLE_KEYS, device_kind, lr_readings
+from anchorlab.run_status import COMPLETED
+from anchorlab.eval.contrast import case_counts
+from anchorlab.eval.judgement import paper_cells, seed_bests, with_fitted_bests
+from anchorlab.eval.lr_readings import ALL_LRS, CELL_KEYS, PAPER_LR_RANGE, TABLE_KEYS, device_kind, lr_readings
 
 # a run table's columns -> the names anchorlab.eval.judgement and anchorlab.eval.contrast read
 JUDGED = {"final.id_acc": "id_acc", "final.ood_inferential_acc": "ood_inferential_acc",

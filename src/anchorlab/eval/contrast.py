@@ -16,7 +16,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 FINAL = ("id_acc", "ood_inferential_acc", "ood_symmetric_acc")
 

@@ -32,9 +32,9 @@ from typing import Mapping
 
 import pandas as pd
 
-from ..config import ConfigError
-from ..tasks.anchor.opsets import OpSet, op_set_properties
-from .solution import outcome as solution_outcome
+from anchorlab.config import ConfigError
+from anchorlab.tasks.anchor.opsets import OpSet, op_set_properties
+from anchorlab.eval.solution import outcome as solution_outcome
 
 RUN_COLUMNS = ["op_set", "held_out", "paper_gamma", "peak_lr", "seed", "id_acc", "inferential_final", "inferential_best",
                "symmetric_final", "symmetric_best", "steps_to_id_fit", "inferential_at_fit", "symmetric_at_fit",

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ..config import ConfigError
-from ..run_status import TRAINED
-from .definitions import MetricDefinition
-from .phases import PhaseThresholds, classify_phase
+from anchorlab.config import ConfigError
+from anchorlab.run_status import TRAINED
+from anchorlab.eval.definitions import MetricDefinition
+from anchorlab.eval.phases import PhaseThresholds, classify_phase
 
 JOURNAL_WIDTH = 640
 JOURNAL_LR_SUM = 7.3752          # the journal's clock: 92,190 steps, 1e-5 -> 1.5e-4 over 4,390, cosine to 1e-5

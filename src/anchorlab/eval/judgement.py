@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 MAPPINGS = {"id": "id_acc", "inferential": "ood_inferential_acc", "symmetric": "ood_symmetric_acc"}
 BEST = {k: f"best_{v}" for k, v in MAPPINGS.items()}

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 if TYPE_CHECKING:
     import pandas as pd

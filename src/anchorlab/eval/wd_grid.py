@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..run_status import TRAINED
-from .judgement import paper_cells
-from .phases import PhaseThresholds, classify_phase
-from .solution import outcome
+from anchorlab.run_status import TRAINED
+from anchorlab.eval.judgement import paper_cells
+from anchorlab.eval.phases import PhaseThresholds, classify_phase
+from anchorlab.eval.solution import outcome
 
 # a run table's columns -> the grid's (and the judgement's) names
 GRID = {"optim.weight_decay": "weight_decay", "init.gamma": "gamma", "train.data_seed": "data_seed",

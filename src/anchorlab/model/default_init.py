@@ -16,8 +16,8 @@ import math
 import pandas as pd
 from torch import nn
 
-from .init import fan_in_of
-from .roles import ROLE_GROUP, param_infos
+from anchorlab.model.init import fan_in_of
+from anchorlab.model.roles import ROLE_GROUP, param_infos
 
 PYTORCH_UNIFORM = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 

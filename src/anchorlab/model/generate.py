@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from .transformer import KVCache
+from anchorlab.model.transformer import KVCache
 
 
 def length_batches(prompts: Sequence[Sequence[int]], batch_size: int) -> list[list[int]]:

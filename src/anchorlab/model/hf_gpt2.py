@@ -21,8 +21,8 @@ import hashlib
 import torch
 from torch import nn
 
-from ..extras import require
-from .hf_gpt2_config import HFGPT2Config
+from anchorlab.extras import require
+from anchorlab.model.hf_gpt2_config import HFGPT2Config
 
 TIED_KEY = "hf.lm_head.weight"
 

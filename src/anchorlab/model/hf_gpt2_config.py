@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config.base import check_choice, check_range, fail
+from anchorlab.config.base import check_choice, check_range, fail
 
 
 @dataclass(frozen=True)

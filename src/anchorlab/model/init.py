@@ -52,8 +52,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ..config import ConfigError, InitConfig
-from .roles import (CONV_T_TYPES, CONV_TYPES, CUSTOM, EMBED_TYPES, PACKED, ROLE_GROUP, ParamInfo, is_hf_conv1d,
+from anchorlab.config import ConfigError, InitConfig
+from anchorlab.model.roles import (CONV_T_TYPES, CONV_TYPES, CUSTOM, EMBED_TYPES, PACKED, ROLE_GROUP, ParamInfo, is_hf_conv1d,
                     param_infos)
 
 

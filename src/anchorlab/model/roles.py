@@ -91,7 +91,7 @@ def _hf_gpt2_role(parent: nn.Module, attr: str, mod: nn.Module) -> str | None:
 
 
 def _weight_role(model: nn.Module, mname: str, mod: nn.Module) -> str:
-    from .transformer import MLP, Attention, Transformer  # local: avoid import cycle
+    from anchorlab.model.transformer import MLP, Attention, Transformer  # local: avoid import cycle
 
     parent_name, _, attr = mname.rpartition(".")
     parent = model.get_submodule(parent_name) if parent_name else model

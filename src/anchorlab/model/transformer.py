@@ -50,9 +50,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..config import ModelConfig
-from . import bf16
-from .hooks import HookPoint, name_hook_points, run_with_cache
+from anchorlab.config import ModelConfig
+from anchorlab.model import bf16
+from anchorlab.model.hooks import HookPoint, name_hook_points, run_with_cache
 
 
 @dataclass

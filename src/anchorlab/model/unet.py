@@ -20,8 +20,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..config import ConfigError
-from .unet_config import ConceptUNetConfig
+from anchorlab.config import ConfigError
+from anchorlab.model.unet_config import ConceptUNetConfig
 
 EXTRA_HINT = "the concept-graph diffusion task needs diffusers: pip install 'anchorlab[diffusion]'"
 

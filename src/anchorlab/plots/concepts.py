@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 DEFAULT_COLOR = "tab:purple"
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 JOURNAL = ("journal Fig. 3B (10-layer GPT-2, 92k steps; its numbers are not in the text): OOD accuracy rises "
            "with the init rate and with weight decay; small init + large wd reason")

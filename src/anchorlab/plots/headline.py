@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 MAPS = (("inferential", "#4393c3"), ("symmetric", "#d6604d"))
 PAPER = {0.3: ("symmetric", 0.9), 0.8: ("inferential", 0.9)}   # NeurIPS Fig. 2, depth 2 (lower bounds)
@@ -208,7 +208,7 @@ def partial_cells(cells: pd.DataFrame) -> list[bool]:
 def plot_depth(cells: pd.DataFrame, id_min: float = 0.9, reading: str = "papers' cell") -> Figure:
     """A row of two heatmaps (symmetric, inferential) over paper gamma x depth per :func:`depth_groups` group;
     ``reading`` names the bests drawn (the papers' cell, or e.g. the best only where ID had fitted)."""
-    from .phase import draw_mapping_pair
+    from anchorlab.plots.phase import draw_mapping_pair
 
     groups = depth_groups(cells)
     if not groups:

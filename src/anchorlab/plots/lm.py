@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 
 def plot_perplexity_curves(curves: pd.DataFrame, finals: pd.DataFrame | None = None) -> Figure:

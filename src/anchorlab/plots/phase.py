@@ -25,8 +25,8 @@ from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.patches import Patch, Rectangle
 
-from ..config import ConfigError
-from ..eval.phases import PhaseThresholds
+from anchorlab.config import ConfigError
+from anchorlab.eval.phases import PhaseThresholds
 
 PHASE_COLORS = {"1": "#d9d9d9", "2n": "#fdd0a2", "2c": "#fff2ae", "2": "#fde0b0", "3": "#c7e9c0"}
 PHASE_NAMES = {"1": "phase 1 (poor ID)", "2n": "phase 2, non-commutative", "2c": "phase 2, commutative",

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 MARKERS = ("o", "s", "^", "D", "v")
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 TITLES = {"scan": "SCAN addprim_turn_left", "cogs": "COGS"}
 STYLES = {"ood_exact": ("-", "o", "OOD"), "id_exact": ("--", "s", "ID")}

@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown")
 

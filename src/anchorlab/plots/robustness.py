@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 RATES = (("contrast_rate", "contrast holds", "#4d4d4d"),
          ("large_memorizes_rate", "{large} memorizes", "#d6604d"),

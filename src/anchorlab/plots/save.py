@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 def save_figure(fig: Figure, path_without_ext: str | Path, formats: Sequence[str] = ("png", "pdf"),
                 dpi: int = 150) -> list[Path]:
     """Write ``fig`` as ``<path>.<ext>`` for each of ``formats`` at ``dpi``, atomically; return the paths."""
-    from ..io import atomic_write
+    from anchorlab.io import atomic_write
 
     out = []
     for ext in formats:

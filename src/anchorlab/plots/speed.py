@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 HATCH = "///"
 

@@ -6,15 +6,15 @@ runs one (:mod:`.runner`); :func:`describe_figures` lists them with their runs
 and estimated compute. Figure modules: ``figures_*.py``.
 """
 
-from . import figures_mechanism, figures_phase, figures_prediction, figures_realtasks  # noqa: F401  (register)
-from . import figures_reasoning  # noqa: F401  (register)
-from . import figures_lm  # noqa: F401  (register)
-from . import figures_diffusion  # noqa: F401,E402  (register)
-from . import figures_fig2, figures_predictors, figures_wd  # noqa: F401  (register)
-from . import figures_opset, figures_opset_many  # noqa: F401  (register)
-from . import figures_journal3  # noqa: F401  (register)
-from . import figures_scale  # noqa: F401  (register)
-from .registry import FIGURES, Claim, Figure, register
-from .runner import describe_figures, figure_spec, reproduce
+from anchorlab.reproduce import figures_mechanism, figures_phase, figures_prediction, figures_realtasks  # noqa: F401  (register)
+from anchorlab.reproduce import figures_reasoning  # noqa: F401  (register)
+from anchorlab.reproduce import figures_lm  # noqa: F401  (register)
+from anchorlab.reproduce import figures_diffusion  # noqa: F401,E402  (register)
+from anchorlab.reproduce import figures_fig2, figures_predictors, figures_wd  # noqa: F401  (register)
+from anchorlab.reproduce import figures_opset, figures_opset_many  # noqa: F401  (register)
+from anchorlab.reproduce import figures_journal3  # noqa: F401  (register)
+from anchorlab.reproduce import figures_scale  # noqa: F401  (register)
+from anchorlab.reproduce.registry import FIGURES, Claim, Figure, register
+from anchorlab.reproduce.runner import describe_figures, figure_spec, reproduce
 
 __all__ = ["FIGURES", "Claim", "Figure", "register", "describe_figures", "figure_spec", "reproduce"]

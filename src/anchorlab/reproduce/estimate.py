@@ -41,7 +41,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..config.precision_rules import matmul_amp
+from anchorlab.config.precision_rules import matmul_amp
 
 CPU_FLOPS = 1.0e11
 CPU_BF16_FLOPS = 2.5e11

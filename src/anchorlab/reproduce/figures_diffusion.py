@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..sweep.runtable import run_table
-from .registry import Claim, Figure, Made, register
+from anchorlab.sweep.runtable import run_table
+from anchorlab.reproduce.registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -85,7 +85,7 @@ def per_node_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per setting and node: the fraction of samples with each concept right (mean over seeds)."""
     import pandas as pd
 
-    from ..tasks.concepts.render import NODES, describe
+    from anchorlab.tasks.concepts.render import NODES, describe
 
     rows = []
     for setting, g in df.groupby("setting", sort=False):
@@ -102,9 +102,9 @@ def per_node_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def grid_samples(df: pd.DataFrame, out: Path) -> dict[str, np.ndarray]:
     """Setting -> (8, GRID_SAMPLES, 3, H, W): fresh samples of every node from the setting's first seed."""
-    from ..io import atomic_write
-    from ..tasks.concepts.render import NODES
-    from ..train import load_run
+    from anchorlab.io import atomic_write
+    from anchorlab.tasks.concepts.render import NODES
+    from anchorlab.train import load_run
 
     samples = {}
     for setting, g in df.groupby("setting", sort=False):
@@ -119,9 +119,9 @@ def grid_samples(df: pd.DataFrame, out: Path) -> dict[str, np.ndarray]:
 
 
 def make_fig6(sweep_dir: Path, out: Path, scale: str) -> Made:
-    from ..plots.concepts import plot_sample_grid, plot_shape_accuracy, plot_unseen_accuracy
-    from ..plots.save import save_figure
-    from ..tasks.concepts.render import NODES, describe
+    from anchorlab.plots.concepts import plot_sample_grid, plot_shape_accuracy, plot_unseen_accuracy
+    from anchorlab.plots.save import save_figure
+    from anchorlab.tasks.concepts.render import NODES, describe
 
     df = runs_table(run_table([sweep_dir]))
     tables = {"runs": df.drop(columns=["run_dir"]) if not df.empty else df, "summary": summary_table(df),

@@ -32,7 +32,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .registry import Claim, Figure, Made, Option, register, value
+from anchorlab.reproduce.registry import Claim, Figure, Made, Option, register, value
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,11 +52,11 @@ LRS = {   # the grid's peaks inside the corrected range [1.1e-4, 3.3e-4], or the
 
 def make_fig2(rows: pd.DataFrame, out: Path, scale: str, threshold: float = 0.5, id_min: float = 0.9) -> Made:
     """The run table -> the tables and files of the module docstring."""
-    from ..eval.cells import cell_table, fitted_rows, judged, ordered, pair_table, seed_table
-    from ..eval.lr_readings import device_kind
-    from ..io import atomic_write
-    from ..sweep.runtable import in_progress_table, rows_curves
-    from .figures_fig2_map import cells_markdown, pairs_markdown
+    from anchorlab.eval.cells import cell_table, fitted_rows, judged, ordered, pair_table, seed_table
+    from anchorlab.eval.lr_readings import device_kind
+    from anchorlab.io import atomic_write
+    from anchorlab.sweep.runtable import in_progress_table, rows_curves
+    from anchorlab.reproduce.figures_fig2_map import cells_markdown, pairs_markdown
 
     rows = ordered(rows)
     sources = sorted({s for s in rows.source if s})
@@ -90,8 +90,8 @@ def make_fig2(rows: pd.DataFrame, out: Path, scale: str, threshold: float = 0.5,
 def _figures(cells: pd.DataFrame, fitted: pd.DataFrame | None, runs: pd.DataFrame, curves: pd.DataFrame,
              out: Path, id_min: float) -> dict[str, Path]:
     """Fig. 2 (two or more depths), the depth-2 cell and the trajectories, under each reading at hand."""
-    from ..plots.headline import depth_groups, drawn_runs, plot_cell, plot_curves, plot_depth
-    from ..plots.save import save_figure
+    from anchorlab.plots.headline import depth_groups, drawn_runs, plot_cell, plot_curves, plot_depth
+    from anchorlab.plots.save import save_figure
 
     files: dict[str, Path] = {}
     for suffix, t, reading in (("", cells, "papers' cell"), ("_fitted", fitted, f"best only where ID >= {id_min:g}")):

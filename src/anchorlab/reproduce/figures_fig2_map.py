@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..eval.lr_readings import ALL_LRS, CELL_KEYS
+from anchorlab.eval.lr_readings import ALL_LRS, CELL_KEYS
 
 
 def cells_markdown(cells: pd.DataFrame) -> str:

@@ -32,7 +32,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .registry import Claim, Figure, Made, Option, register
+from anchorlab.reproduce.registry import Claim, Figure, Made, Option, register
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,7 +60,7 @@ def with_values(rows: pd.DataFrame) -> pd.DataFrame:
     """The run table with ``lr_sum`` (from each run's config), the first layer's W_Q condensation and stable
     rank (``stable_rank``, from the run's weights where its directory is at hand; a committed row keeps its
     own)."""
-    from .figures_wd import with_run_values
+    from anchorlab.reproduce.figures_wd import with_run_values
 
     out = with_run_values(rows)
     got = out["cond/wq0_stable_rank"]
@@ -71,8 +71,8 @@ def with_values(rows: pd.DataFrame) -> pd.DataFrame:
 def condensation_matrices(view: pd.DataFrame) -> tuple[int | None, dict[tuple, np.ndarray]]:
     """(seed, {(init rate, weight decay): cosine matrix of W_Q(1)'s rows, clustered}) for the smallest seed
     of the main depth and clock whose run directories are at hand (journal Fig. 10 draws one seed a panel)."""
-    from ..analysis.condensation import condensation_order, cosine_matrix
-    from ..train import load_run
+    from anchorlab.analysis.condensation import condensation_order, cosine_matrix
+    from anchorlab.train import load_run
 
     have = view[[isinstance(d, str) and bool(d) and (Path(d) / "config.yaml").exists() for d in view.run_dir]]
     if have.empty:
@@ -90,12 +90,12 @@ def condensation_matrices(view: pd.DataFrame) -> tuple[int | None, dict[tuple, n
 
 def make_journal3(rows: pd.DataFrame, out: Path, scale: str) -> Made:
     """The run table -> the tables and files of the module docstring."""
-    from ..eval.definitions import metric_definition
-    from ..eval.journal_cells import cell_readings, claim_lines, depth_table, journal_cells, journal_view, main_cells
-    from ..plots.complexity import plot_stable_rank_bubbles
-    from ..plots.phase import plot_journal_grid
-    from ..plots.save import save_figure
-    from ..plots.sweep import plot_matrix_grid
+    from anchorlab.eval.definitions import metric_definition
+    from anchorlab.eval.journal_cells import cell_readings, claim_lines, depth_table, journal_cells, journal_view, main_cells
+    from anchorlab.plots.complexity import plot_stable_rank_bubbles
+    from anchorlab.plots.phase import plot_journal_grid
+    from anchorlab.plots.save import save_figure
+    from anchorlab.plots.sweep import plot_matrix_grid
     view = journal_view(with_values(rows), metric_definition(METRICS)) if len(rows) else rows
     if view.empty:
         return {"runs": view}, {}
@@ -126,7 +126,7 @@ def make_journal3(rows: pd.DataFrame, out: Path, scale: str) -> Made:
 # ------------------------------------------------------------------ claims
 def _summary(claim: str, reading: str = "best"):
     def read(t: dict[str, pd.DataFrame]) -> str:
-        from ..eval.journal_cells import claim_summary
+        from anchorlab.eval.journal_cells import claim_summary
 
         return claim_summary(t["claims"], claim, reading)
     return read
@@ -134,7 +134,7 @@ def _summary(claim: str, reading: str = "best"):
 
 def _corner(init: str, wd: str, reading: str = "best"):
     def read(t: dict[str, pd.DataFrame]) -> str:
-        from ..eval.journal_cells import main_cells
+        from anchorlab.eval.journal_cells import main_cells
 
         c = main_cells(t["cells"])
         if not len(c):

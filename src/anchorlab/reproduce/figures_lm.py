@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..sweep.runtable import history_table, run_table
-from .registry import Claim, Figure, Made, register
+from anchorlab.sweep.runtable import history_table, run_table
+from anchorlab.reproduce.registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -18,9 +18,9 @@ NAMES = {"python_stdlib": "code", "python_stdlib+python_docs": "code+prose",
 
 def _composition(row: pd.Series) -> str:
     """A run's data composition, named by :data:`NAMES`, from its row's ``task.*`` columns."""
-    from ..config.base import from_dict
-    from ..sweep.runtable import row_section
-    from ..tasks.lm.config import LMTaskConfig
+    from anchorlab.config.base import from_dict
+    from anchorlab.sweep.runtable import row_section
+    from anchorlab.tasks.lm.config import LMTaskConfig
 
     c = from_dict(LMTaskConfig, row_section(row, "task"))
     named = {frozenset(k.split("+")): v for k, v in NAMES.items()}   # the row holds the mix's keys sorted
@@ -33,7 +33,7 @@ def lm_tables(rows: pd.DataFrame, history: pd.DataFrame) -> dict[str, pd.DataFra
     history table (tokens seen = step x batch x seq_len)."""
     import pandas as pd
 
-    from ..sweep.runtable import run_history
+    from anchorlab.sweep.runtable import run_history
 
     out, curves = [], []
     for _, f in rows.iterrows():
@@ -71,8 +71,8 @@ def summary(finals_df: pd.DataFrame) -> pd.DataFrame:
 def make_fig7d(sweep_dir: Path, out: Path, scale: str) -> Made:
     import pandas as pd
 
-    from ..plots.lm import plot_perplexity_curves
-    from ..plots.save import save_figure
+    from anchorlab.plots.lm import plot_perplexity_curves
+    from anchorlab.plots.save import save_figure
 
     t = lm_tables(run_table([sweep_dir]), history_table([sweep_dir]))
     t["summary"] = summary(t["finals"]) if len(t["finals"]) else pd.DataFrame()

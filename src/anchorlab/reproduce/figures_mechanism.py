@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .figures_fig2 import CLOCKS, LRS
-from .mechanism_picks import DEFAULT_RULE, SIDES, PickRule, candidate_table, pick_runs, picks_line
-from .registry import Claim, Figure, Made, Option, Tables, register
+from anchorlab.reproduce.figures_fig2 import CLOCKS, LRS
+from anchorlab.reproduce.mechanism_picks import DEFAULT_RULE, SIDES, PickRule, candidate_table, pick_runs, picks_line
+from anchorlab.reproduce.registry import Claim, Figure, Made, Option, Tables, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,7 +47,7 @@ def _picked(picks: pd.DataFrame, cands: pd.DataFrame) -> pd.DataFrame:
 
 def _analyses(picked: pd.DataFrame, out: Path, names: Sequence[str], only: Mapping[str, str]) -> dict[str, Path]:
     """Run analyses ``names`` on every picked run (``only[name]``: on that side's runs only)."""
-    from ..analysis.registry import run_analysis
+    from anchorlab.analysis.registry import run_analysis
 
     files = {}
     for r in picked.itertuples():
@@ -65,7 +65,7 @@ def per_run_table(picked: pd.DataFrame, kind: str) -> pd.DataFrame:
     kind ``mechanism``, ``complexity_summary`` for ``complexity``)."""
     import pandas as pd
 
-    from ..analysis.registry import compare_runs, complexity_summary
+    from anchorlab.analysis.registry import compare_runs, complexity_summary
 
     keys = picked[["side", "seed", "run_id", "peak_lr"]].reset_index(drop=True)
     if picked.empty:
@@ -76,7 +76,7 @@ def per_run_table(picked: pd.DataFrame, kind: str) -> pd.DataFrame:
 
 def side_summary(runs: pd.DataFrame) -> pd.DataFrame:
     """Per side, every headline number of :func:`per_run_table` as n, mean, sd, min, max over its seeds."""
-    from ..analysis.over_seeds import spread_over_seeds
+    from anchorlab.analysis.over_seeds import spread_over_seeds
 
     metrics = [c for c in runs.columns if c not in ("side", "run_id", *_NOT_METRICS)]
     return spread_over_seeds(runs, "side", metrics, groups=SIDES)
@@ -95,7 +95,7 @@ def _maker(names: Sequence[str], kind: str, only: Mapping[str, str] | None = Non
 
 # ------------------------------------------------------------------ claims read the side means
 def _at(t: pd.DataFrame, col: str, side: str) -> float:
-    from ..analysis.over_seeds import group_mean
+    from anchorlab.analysis.over_seeds import group_mean
 
     return group_mean(t, "side", side, col)
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..tasks.anchor.opsets import OpSet
-from .registry import Claim, Figure, Made, register, value
+from anchorlab.tasks.anchor.opsets import OpSet
+from anchorlab.reproduce.registry import Claim, Figure, Made, register, value
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,10 +34,10 @@ def make_cross(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, t
     """The run table -> the tables and files of the module docstring."""
     import pandas as pd
 
-    from ..eval.crossing import crossing_rows, crossing_verdict, op_set_counts
-    from ..plots.headline import drawn_runs, plot_curves
-    from ..plots.save import save_figure
-    from ..sweep.runtable import rows_answers, rows_curves
+    from anchorlab.eval.crossing import crossing_rows, crossing_verdict, op_set_counts
+    from anchorlab.plots.headline import drawn_runs, plot_curves
+    from anchorlab.plots.save import save_figure
+    from anchorlab.sweep.runtable import rows_answers, rows_curves
 
     curves = rows_curves(rows)
     runs = crossing_rows(rows, curves, id_min, threshold)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .registry import Claim, Figure, Made, register
+from anchorlab.reproduce.registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,10 +30,10 @@ N_OP_SETS = 12      # the preset's op sets: random_op_sets(N_OP_SETS, seed=0)
 
 def make_many(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, threshold: float = 0.5) -> Made:
     """The run table -> the tables and files of the module docstring."""
-    from ..eval.crossing import crossing_rows, op_set_outcomes
-    from ..plots.opset import plot_outcome_vs_property
-    from ..plots.save import save_figure
-    from ..sweep.runtable import rows_answers, rows_curves
+    from anchorlab.eval.crossing import crossing_rows, op_set_outcomes
+    from anchorlab.plots.opset import plot_outcome_vs_property
+    from anchorlab.plots.save import save_figure
+    from anchorlab.sweep.runtable import rows_answers, rows_curves
 
     rows = rows[rows.op_set.astype(str) != ""]
     curves = rows_curves(rows)
@@ -63,8 +63,8 @@ def property_aucs(op_sets: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> p
     larger values go with composing. Rows sorted by label, then by distance from 0.5."""
     import pandas as pd
 
-    from ..analysis.auc import bootstrap_auc
-    from ..eval.crossing import PROPERTIES
+    from anchorlab.analysis.auc import bootstrap_auc
+    from anchorlab.eval.crossing import PROPERTIES
 
     rows = []
     for label in ("small_composes", "small_composes_on_way"):
@@ -84,7 +84,7 @@ def run_fit_auc(runs: pd.DataFrame, small: float = 0.8, n_boot: int = 1000,
     """Per run instead of per op set: (auc, lo, hi, n_runs, n_composing) of a small-init run's steps to ID 0.9
     for its composing (final, fitted), over its runs that fit, with the bootstrap over runs. Seeds of one op set
     can differ here, which an op-set property cannot see."""
-    from ..analysis.auc import bootstrap_auc
+    from anchorlab.analysis.auc import bootstrap_auc
 
     r = runs[(runs.paper_gamma.round(6) == round(small, 6)) & runs.steps_to_id_fit.notna()]
     y = (r.outcome == "composes").to_numpy()
@@ -135,7 +135,7 @@ def kind(properties: pd.DataFrame, label: str = "small_composes", with_auc: bool
     """Which kind of op set the small init composes on, from the property AUCs: the properties known before training
     whose bootstrap interval excludes one half, with their direction, else that none does; then the fit time's
     reading (``small_fit_steps``), which is known only from training. ``with_auc=False``: the phrases alone."""
-    from ..eval.crossing import BEFORE_TRAINING, PROPERTY_WORDS
+    from anchorlab.eval.crossing import BEFORE_TRAINING, PROPERTY_WORDS
 
     a = _scored(properties, label).set_index("property")
 

@@ -7,14 +7,14 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .registry import Claim, Figure, Made, register
+from anchorlab.reproduce.registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
 def _cells(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from ..sweep.results import load_sweep_results
+    from anchorlab.sweep.results import load_sweep_results
 
     df, cells, _ = load_sweep_results(sweep_dir)
     return df, cells
@@ -22,9 +22,9 @@ def _cells(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 # ------------------------------------------------------------------ journal Fig. 5C
 def make_fig5c(sweep_dir: Path, out: Path, scale: str) -> Made:
-    from ..analysis.registry import sweep_stable_ranks
-    from ..plots.complexity import plot_stable_rank_bubbles
-    from ..plots.save import save_figure
+    from anchorlab.analysis.registry import sweep_stable_ranks
+    from anchorlab.plots.complexity import plot_stable_rank_bubbles
+    from anchorlab.plots.save import save_figure
 
     df, cells = _cells(sweep_dir)
     keys = ["init.gamma", "optim.weight_decay"]
@@ -59,11 +59,11 @@ register(Figure(
 def make_fig10(sweep_dir: Path, out: Path, scale: str) -> Made:
     import pandas as pd
 
-    from ..analysis.condensation import condensation_order, condensation_scores, cosine_matrix
-    from ..plots.save import save_figure
-    from ..plots.sweep import plot_matrix_grid
-    from ..sweep.runtable import run_table
-    from ..train import load_run
+    from anchorlab.analysis.condensation import condensation_order, condensation_scores, cosine_matrix
+    from anchorlab.plots.save import save_figure
+    from anchorlab.plots.sweep import plot_matrix_grid
+    from anchorlab.sweep.runtable import run_table
+    from anchorlab.train import load_run
 
     rows, mats = [], {}
     for r in run_table([sweep_dir]).sort_values("run_id").to_dict("records"):

@@ -14,8 +14,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..sweep.runtable import history_table, run_table
-from .registry import Claim, Figure, Made, register
+from anchorlab.sweep.runtable import history_table, run_table
+from anchorlab.reproduce.registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,11 +29,11 @@ def speed_tables(rows: pd.DataFrame, history: pd.DataFrame) -> dict[str, pd.Data
     (:func:`anchorlab.sweep.runtable.run_table`, :func:`~anchorlab.sweep.runtable.history_table`)."""
     import pandas as pd
 
-    from ..analysis.speed import (complexity_slowdown, pair_fit_speed, rule_violating_pairs, speed_table,
+    from anchorlab.analysis.speed import (complexity_slowdown, pair_fit_speed, rule_violating_pairs, speed_table,
                                   suspect_report, summarize_speed)
-    from ..config import from_dict
-    from ..sweep.runtable import row_section, run_history
-    from ..tasks.anchor import AnchorTaskConfig
+    from anchorlab.config import from_dict
+    from anchorlab.sweep.runtable import row_section, run_history
+    from anchorlab.tasks.anchor import AnchorTaskConfig
 
     speed = speed_table(rows, history, threshold=LOSS_THRESHOLD)
     summ = summarize_speed(speed)
@@ -59,9 +59,9 @@ def speed_tables(rows: pd.DataFrame, history: pd.DataFrame) -> dict[str, pd.Data
 
 
 def make_prediction(sweep_dir: Path, out: Path, scale: str) -> Made:
-    from ..analysis.speed import summarize_pair_speed
-    from ..plots.save import save_figure
-    from ..plots.speed import plot_complexity_speed, plot_pair_speed
+    from anchorlab.analysis.speed import summarize_pair_speed
+    from anchorlab.plots.save import save_figure
+    from anchorlab.plots.speed import plot_complexity_speed, plot_pair_speed
 
     tables = speed_tables(run_table([sweep_dir]), history_table([sweep_dir]))
     files = {"fig_complexity_speed.png": save_figure(plot_complexity_speed(

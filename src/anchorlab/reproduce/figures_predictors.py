@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from .registry import Claim, Figure, Made, register, value
+from anchorlab.reproduce.registry import Claim, Figure, Made, register, value
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,9 +45,9 @@ def study_rows(rows: pd.DataFrame, fractions: Sequence[float] = FRACTIONS, thres
     import numpy as np
     import pandas as pd
 
-    from ..analysis.auc import features_at_fractions
-    from ..eval.solution import outcome
-    from .figures_predictors_fit import RUN_COLUMNS
+    from anchorlab.analysis.auc import features_at_fractions
+    from anchorlab.eval.solution import outcome
+    from anchorlab.reproduce.figures_predictors_fit import RUN_COLUMNS
 
     meta = rows.rename(columns=META).sort_values("run_id").reset_index(drop=True)
     meta["outcome"] = [outcome(i, a, b, threshold, id_min)
@@ -81,10 +81,10 @@ def study_rows(rows: pd.DataFrame, fractions: Sequence[float] = FRACTIONS, thres
 def make_predictors(rows: pd.DataFrame, out: Path, scale: str, threshold: float = 0.5, id_min: float = 0.9,
                     n_boot: int = 1000) -> Made:
     """The run table -> the tables and files of the module docstring."""
-    from ..io import atomic_write
-    from ..plots.predictors import plot_auc
-    from ..plots.save import save_figure
-    from .figures_predictors_fit import VERDICT_COLUMNS, fit_verdict, study_auc, verdict_table, with_design
+    from anchorlab.io import atomic_write
+    from anchorlab.plots.predictors import plot_auc
+    from anchorlab.plots.save import save_figure
+    from anchorlab.reproduce.figures_predictors_fit import VERDICT_COLUMNS, fit_verdict, study_auc, verdict_table, with_design
 
     study = with_design(study_rows(rows, FRACTIONS, threshold, id_min))
     if study.empty:

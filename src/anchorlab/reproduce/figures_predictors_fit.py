@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ..analysis.verdict import SEEDS, VerdictModel, flat_identity
+from anchorlab.analysis.verdict import SEEDS, VerdictModel, flat_identity
 
 EARLY = (0.0, 0.05, 0.1)              # the fractions of training the verdicts read (before the outcome is seen)
 RUN_COLUMNS = ["run_id", "data_seed", "init_seed", "gamma", "id_acc", "inferential_final", "symmetric_final",
@@ -30,7 +30,7 @@ def feature_columns(rows: pd.DataFrame) -> list[str]:
 def study_auc(rows: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     """AUC of every feature at every fraction for "composes" (positive) vs "memorizes" (the runs that
     neither compose nor memorize, or do not fit, are left out)."""
-    from ..analysis.auc import auc_table
+    from anchorlab.analysis.auc import auc_table
 
     d = rows[rows.outcome.isin(["composes", "memorizes"])].assign(composes=lambda x: x.outcome == "composes")
     return auc_table(d, "composes", feature_columns(rows), "at_fraction", n_boot=n_boot, seed=seed)
@@ -47,7 +47,7 @@ def _pipeline(k: int | None):
 
 
 def _scores(y_true: np.ndarray, p: np.ndarray) -> tuple[float, float]:
-    from ..analysis.auc import mann_whitney_auc
+    from anchorlab.analysis.auc import mann_whitney_auc
 
     return mann_whitney_auc(p, y_true), float(np.mean((p >= 0.5) == y_true))
 
@@ -77,7 +77,7 @@ def verdict_table(rows: pd.DataFrame, fractions: Sequence[float] = EARLY,
     training on one and testing on the other (``<a>-><b>``). AUC is the Mann-Whitney AUC of the
     held-out probabilities; accuracy thresholds them at 0.5.
     """
-    from ..extras import require
+    from anchorlab.extras import require
 
     require("sklearn", "the early-verdict study (pip install 'anchorlab[analysis]')")
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
@@ -122,7 +122,7 @@ def fit_verdict(rows: pd.DataFrame, at_fraction: float, k: int | str | None = 3,
     ``at_fraction``, as a :class:`~anchorlab.analysis.verdict.VerdictModel`; its ``validation`` is the
     matching cross-validated row of ``verdict`` (computed when None) and its ``setting`` the config
     fields every run shares (seeds aside; needs the ``run_dir`` column)."""
-    from ..train import config_of
+    from anchorlab.train import config_of
 
     d = rows[rows.outcome.isin(["composes", "memorizes"]) & np.isclose(rows.at_fraction, at_fraction)]
     cols = [c for c in feature_columns(rows) if d[c].notna().all() and d[c].std() > 0]

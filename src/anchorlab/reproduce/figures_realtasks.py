@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..sweep.runtable import run_table
-from .registry import Claim, Figure, Made, register
+from anchorlab.sweep.runtable import run_table
+from anchorlab.reproduce.registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -67,8 +67,8 @@ def finals_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def make_datasize(sweep_dir: Path, out: Path, scale: str) -> Made:
-    from ..plots.save import save_figure
-    from ..plots.realtasks import plot_exact_vs_train_size
+    from anchorlab.plots.save import save_figure
+    from anchorlab.plots.realtasks import plot_exact_vs_train_size
 
     df = finals_table(run_table([sweep_dir]))
     return {"runs": df}, {"fig7.png": save_figure(plot_exact_vs_train_size(df), out / "fig7")[0]}
@@ -129,8 +129,8 @@ register(Figure(
 # --------------------------------------------------------------------------- matched ID (stopping rule)
 def make_matched(sweep_dir: Path, out: Path, scale: str) -> Made:
     """Runs table (``reached_id``: the run stopped on its ID rule before the cap) and the figure."""
-    from ..plots.save import save_figure
-    from ..plots.realtasks import plot_matched
+    from anchorlab.plots.save import save_figure
+    from anchorlab.plots.realtasks import plot_matched
 
     rows = run_table([sweep_dir])
     df = finals_table(rows)

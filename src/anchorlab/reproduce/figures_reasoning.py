@@ -6,9 +6,9 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .figures_realtasks import SETTING_NAMES, knob_effect, setting_names
-from ..sweep.runtable import history_table, run_table
-from .registry import Claim, Figure, Made, register
+from anchorlab.reproduce.figures_realtasks import SETTING_NAMES, knob_effect, setting_names
+from anchorlab.sweep.runtable import history_table, run_table
+from anchorlab.reproduce.registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,11 +39,11 @@ def make_addition(sweep_dir: Path, out: Path, scale: str) -> Made:
     heatmaps (one panel per arch x setting, mean over seeds)."""
     import pandas as pd
 
-    from ..analysis.reasoning import grid_mean, split_summary
-    from ..plots.save import save_figure
-    from ..plots.reasoning import plot_addition_heatmaps
-    from ..tasks.seq2seq.addition import grid_predictions
-    from ..train import load_run
+    from anchorlab.analysis.reasoning import grid_mean, split_summary
+    from anchorlab.plots.save import save_figure
+    from anchorlab.plots.reasoning import plot_addition_heatmaps
+    from anchorlab.tasks.seq2seq.addition import grid_predictions
+    from anchorlab.train import load_run
 
     runs = addition_runs(run_table([sweep_dir]))
     grids, summaries = [], []
@@ -131,9 +131,9 @@ register(Figure(
 def make_prontoqa(sweep_dir: Path, out: Path, scale: str) -> Made:
     """Convergence (epochs to train accuracy >= the threshold), generalization error and test accuracy per
     hop count, per run; the figure draws them against the training-set size."""
-    from ..analysis.reasoning import convergence_table
-    from ..plots.save import save_figure
-    from ..plots.reasoning import plot_prontoqa
+    from anchorlab.analysis.reasoning import convergence_table
+    from anchorlab.plots.save import save_figure
+    from anchorlab.plots.reasoning import plot_prontoqa
 
     rows = run_table([sweep_dir])
     conv = convergence_table(rows, history_table([sweep_dir]), "train_acc", PRONTOQA_THRESHOLD)

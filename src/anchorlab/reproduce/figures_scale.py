@@ -33,7 +33,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .registry import Claim, Figure, Made, register
+from anchorlab.reproduce.registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,9 +71,9 @@ def rung_of(width: int, n_train: int) -> str:
 
 def ladder_runs(rows: pd.DataFrame) -> pd.DataFrame:
     """The run table -> :data:`RUN_COLUMNS`, one row per run, in rung, op set, gamma, seed order."""
-    from ..eval.crossing import crossing_rows
-    from ..sweep.grid import expand, load_sweep
-    from ..sweep.runtable import rows_curves
+    from anchorlab.eval.crossing import crossing_rows
+    from anchorlab.sweep.grid import expand, load_sweep
+    from anchorlab.sweep.runtable import rows_curves
 
     rows = rows[rows.op_set.astype(str) != ""]
     runs = crossing_rows(rows, rows_curves(rows), ID_MIN, THRESHOLD)
@@ -160,8 +160,8 @@ def verdict_table(rungs: pd.DataFrame) -> pd.DataFrame:
 
 def make_scale(rows: pd.DataFrame, out: Path, scale: str) -> Made:
     """The run table -> the tables and files of the module docstring."""
-    from ..plots.save import save_figure
-    from ..plots.scale import plot_rates_by_rung
+    from anchorlab.plots.save import save_figure
+    from anchorlab.plots.scale import plot_rates_by_rung
 
     runs = ladder_runs(rows)
     rungs = rung_table(runs)

@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .registry import Claim, Figure, Made, register, value
+from anchorlab.reproduce.registry import Claim, Figure, Made, register, value
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,8 +32,8 @@ COND_SCORES = ("largest_group_frac", "mean_abs_cos", "effective_directions_frac"
 
 def decay_exponent(cfg: Any) -> tuple[float, float]:
     """(sum of lr over the run's optimizer steps, weight decay x that sum) of an ExperimentConfig."""
-    from ..train.optim import lr_sum
-    from ..train.run import steps_plan
+    from anchorlab.train.optim import lr_sum
+    from anchorlab.train.run import steps_plan
 
     spe, total, _ = steps_plan(cfg, cfg.task.n_train)
     s = lr_sum(spe, total, cfg.optim)
@@ -51,9 +51,9 @@ def condensation_row(run_dir: str | Path) -> dict[str, float]:
     """Condensation scores of the first layer's W_Q and FFN W_in rows at the end of a run (journal Fig. 10)
     as ``cond/<matrix>_<score>``, and W_Q's stable rank (Fig. 5C) as ``cond/wq0_stable_rank``; NaN where the
     run has no such weights or its directory holds no model."""
-    from ..analysis.condensation import condensation_scores
-    from ..analysis.spectra import stable_rank
-    from ..train import load_run
+    from anchorlab.analysis.condensation import condensation_scores
+    from anchorlab.analysis.spectra import stable_rank
+    from anchorlab.train import load_run
 
     model = load_run(run_dir).model if run_dir and (Path(run_dir) / "config.yaml").exists() else None
     out: dict[str, float] = {}
@@ -76,8 +76,8 @@ def with_run_values(rows: pd.DataFrame) -> pd.DataFrame:
     a committed row of an older schema keeps its committed values."""
     import pandas as pd
 
-    from ..config import ConfigError
-    from ..sweep.runtable import row_config
+    from anchorlab.config import ConfigError
+    from anchorlab.sweep.runtable import row_config
 
     rows = rows.reset_index(drop=True)
     extra: list[dict[str, float]] = []
@@ -110,8 +110,8 @@ def with_run_values(rows: pd.DataFrame) -> pd.DataFrame:
 def condensation_matrices(view: pd.DataFrame, seed: int | None = None) -> dict[tuple, np.ndarray]:
     """{(paper gamma, weight decay): cosine matrix of the first layer's W_Q rows in clustered order} for the
     runs of one init seed (default: the smallest) whose directories are at hand, as journal Fig. 10 draws them."""
-    from ..analysis.condensation import condensation_order, cosine_matrix
-    from ..train import load_run
+    from anchorlab.analysis.condensation import condensation_order, cosine_matrix
+    from anchorlab.train import load_run
 
     seed = int(view.seed.min()) if seed is None else seed
     mats: dict[tuple, np.ndarray] = {}
@@ -125,10 +125,10 @@ def condensation_matrices(view: pd.DataFrame, seed: int | None = None) -> dict[t
 
 def make_wd(rows: pd.DataFrame, out: Path, scale: str, threshold: float = 0.5, id_min: float = 0.9) -> Made:
     """The run table -> the tables and files of the module docstring."""
-    from ..eval.wd_grid import grid_cells, grid_view, rescue_table
-    from ..plots.gamma_wd import plot_gamma_wd
-    from ..plots.save import save_figure
-    from ..plots.sweep import plot_matrix_grid
+    from anchorlab.eval.wd_grid import grid_cells, grid_view, rescue_table
+    from anchorlab.plots.gamma_wd import plot_gamma_wd
+    from anchorlab.plots.save import save_figure
+    from anchorlab.plots.sweep import plot_matrix_grid
 
     view = grid_view(with_run_values(rows), threshold, id_min)
     if view.empty:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import ConfigError, check_range
+from anchorlab.config import ConfigError, check_range
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,8 +62,8 @@ DEFAULT_RULE = PickRule()
 
 def _spec_run_ids(sweep_dir: Path) -> set[str] | None:
     """Run ids of the spec in ``sweep_dir/sweep.yaml``; None without one (or when it no longer expands)."""
-    from ..sweep.grid import expand
-    from ..sweep.results import sweep_spec
+    from anchorlab.sweep.grid import expand
+    from anchorlab.sweep.results import sweep_spec
 
     spec = sweep_spec(sweep_dir)
     if not spec:
@@ -81,7 +81,7 @@ def candidate_table(sweep_dir: str | Path) -> pd.DataFrame:
     final metrics NaN where a run lacks them; in run-id order."""
     import pandas as pd
 
-    from ..sweep.runtable import run_table
+    from anchorlab.sweep.runtable import run_table
 
     sweep_dir = Path(sweep_dir)
     ids = _spec_run_ids(sweep_dir)
@@ -112,7 +112,7 @@ def pick_runs(candidates: pd.DataFrame, rule: PickRule = DEFAULT_RULE) -> pd.Dat
     Columns :data:`PICK_COLUMNS`; rows ordered by side (small init first), then seed."""
     import pandas as pd
 
-    from ..eval.judgement import per_run_passes
+    from anchorlab.eval.judgement import per_run_passes
 
     missing = [c for c in ("run_id", "seed", "gamma", "peak_lr", *MAPPINGS.values()) if c not in candidates]
     if missing:

@@ -26,11 +26,11 @@ from pathlib import Path
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..config import ConfigError
-from ..datasets import DownloadError, no_downloads
-from ..io import atomic_write, portable_paths, write_text
-from .estimate import ASSUMPTIONS, describe_compute, sweep_compute
-from .registry import FIGURES, Figure
+from anchorlab.config import ConfigError
+from anchorlab.datasets import DownloadError, no_downloads
+from anchorlab.io import atomic_write, portable_paths, write_text
+from anchorlab.reproduce.estimate import ASSUMPTIONS, describe_compute, sweep_compute
+from anchorlab.reproduce.registry import FIGURES, Figure
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,7 +45,7 @@ def figure_spec(fig: Figure, scale: str, overrides: list[str] | tuple[str, ...] 
     each option at its default unless ``options`` names a value), then the extra ``set`` overrides."""
     import yaml
 
-    from ..sweep.grid import parse_set, resolve_sweep
+    from anchorlab.sweep.grid import parse_set, resolve_sweep
 
     if scale not in fig.sweeps:
         raise ConfigError(f"--scale: figure {fig.id} has scales {', '.join(fig.sweeps)}, got {scale!r}")
@@ -100,8 +100,8 @@ def dry_run_text(fig: Figure, scale: str, spec: Mapping[str, Any], sweep_dir: Pa
     """The runs a reproduce would train (one per line, with their action in ``sweep_dir``; a run that a
     committed table holds, ``done_elsewhere``, is skipped), the estimated compute of those still to train on
     this machine, and the figure's rule at this scale."""
-    from ..sweep.grid import expand
-    from ..sweep.runner import plan_sweep
+    from anchorlab.sweep.grid import expand
+    from anchorlab.sweep.runner import plan_sweep
 
     plan = plan_sweep(spec, sweep_dir, done_elsewhere=done_elsewhere)
     todo = set(plan.run_id[plan.action != "skip"]) if len(plan) else set()
@@ -112,7 +112,7 @@ def dry_run_text(fig: Figure, scale: str, spec: Mapping[str, Any], sweep_dir: Pa
              f"{len(plan)} runs, {len(todo)} to train" + (f" ({held} held by the committed tables)" if held else "")
              + f"; {describe_compute(c) if cfgs else 'nothing to train'} ({workers} worker{'s' * (workers != 1)})"]
     if cfgs:
-        from ..sweep.probe import describe_probe
+        from anchorlab.sweep.probe import describe_probe
         lines.append(describe_probe(cfgs, workers))
     if fig.rules.get(scale):
         lines.append(f"scale rule ({scale}): {fig.rules[scale]}")
@@ -126,7 +126,7 @@ def describe_figures(scale: str | None = None, workers: int = 2) -> str:
     import json
     import re
 
-    from ..sweep.grid import expand
+    from anchorlab.sweep.grid import expand
 
     lines = [f"{len(FIGURES)} figures; runs and estimated training compute per scale ({workers} CPU workers).",
              f"Estimates count transformer FLOPs: {ASSUMPTIONS}.", ""]
@@ -191,7 +191,7 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
     whatever spec they came from (a sweep run with other settings, or one still running), and from the
     committed run tables ``from_tables`` (figures with a run-table maker only). ``options``: the figure's
     options by name (``{"clock": "1"}``); ``dry_run`` prints :func:`dry_run_text`."""
-    from ..sweep.runtable import run_table
+    from anchorlab.sweep.runtable import run_table
 
     if figure not in FIGURES:
         raise ConfigError(f"figure: must be one of {', '.join(FIGURES)}, got {figure!r}")
@@ -207,7 +207,7 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
     for t in from_tables:
         if not Path(t).is_file():
             raise ConfigError(f"--from-table {t}: no such file (a committed run table CSV)")
-    from ..sweep.results import done_ids
+    from anchorlab.sweep.results import done_ids
 
     done = done_ids(from_tables)   # runs a committed table holds: never trained again
     if dry_run:
@@ -217,7 +217,7 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
         raise ConfigError(f"--no-train: {sweep_dir} holds no runs; run the figure without --no-train, put "
                           f"(or link) a sweep directory there, or give committed rows with --from-table")
     if fig.extra:  # before training, not after it
-        from ..extras import require_extra
+        from anchorlab.extras import require_extra
         require_extra(fig.extra, f"reproduce {figure}")
     out.mkdir(parents=True, exist_ok=True)
     fdir = out / fig.id      # the figure's own files: figures sharing one --out (and its sweep/) never overwrite
@@ -237,7 +237,7 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
 def _train(fig: Figure, spec: Mapping[str, Any], sweep_dir: Path, executor: str, workers: int | None,
            progress: bool, done: Collection[str]) -> str:
     """Run the figure's sweep into ``sweep_dir`` (with the live display); the README's line on its runs."""
-    from ..sweep.watch import run_watched
+    from anchorlab.sweep.watch import run_watched
 
     df = run_watched(spec, sweep_dir, fig.id, progress, workers, keys=("id_acc", "ood_inferential_acc",
                                                                         "ood_symmetric_acc"),
@@ -253,7 +253,7 @@ def _from_rows(fig: Figure, spec: Mapping[str, Any], scale: str, sweep_dir: Path
                from_tables: Sequence[str | Path]) -> tuple[dict, dict[str, Path], str]:
     """A run-table maker's tables and files from ``sweep_dir``'s runs and the committed ``from_tables``; the
     README's words on where the rows came from. A table the maker cannot read is refused in one line."""
-    from ..sweep.runtable import run_table
+    from anchorlab.sweep.runtable import run_table
 
     rows = run_table(([sweep_dir] if (sweep_dir / "runs").is_dir() else []) + [Path(t) for t in from_tables])
     said = ""
@@ -262,7 +262,7 @@ def _from_rows(fig: Figure, spec: Mapping[str, Any], scale: str, sweep_dir: Path
         said += (f"{committed} committed rows from {', '.join(f'`{t}`' for t in from_tables)} "
                  "(a run found in `sweep/` wins); ")
     if fig.design_only:
-        from ..sweep.grid import expand
+        from anchorlab.sweep.grid import expand
 
         ids = {r.run_id for r in expand(spec)}
         keep = rows.run_id.astype(str).isin(ids)

@@ -24,11 +24,11 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ..config import ConfigError
-from ..eval.definitions import metric_definition
-from ..eval.phases import PhaseThresholds, classify_phases
-from ..metric_order import lower_is_better
-from ..run_status import TRAINED
+from anchorlab.config import ConfigError
+from anchorlab.eval.definitions import metric_definition
+from anchorlab.eval.phases import PhaseThresholds, classify_phases
+from anchorlab.metric_order import lower_is_better
+from anchorlab.run_status import TRAINED
 
 if TYPE_CHECKING:
     import pandas as pd

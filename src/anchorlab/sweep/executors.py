@@ -27,7 +27,7 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Callable, Protocol
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 log = logging.getLogger(__name__)
 

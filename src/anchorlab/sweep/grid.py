@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import yaml
 
-from ..config import (ConfigError, ExperimentConfig, apply_overrides, experiment_from_dict, load_yaml, parse_scalar,
+from anchorlab.config import (ConfigError, ExperimentConfig, apply_overrides, experiment_from_dict, load_yaml, parse_scalar,
                       resolve_named, set_dotted)
-from .aggregate import AggregateOptions
+from anchorlab.sweep.aggregate import AggregateOptions
 
 if TYPE_CHECKING:
     import pandas as pd

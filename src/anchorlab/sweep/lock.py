@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..config import ConfigError
+from anchorlab.config import ConfigError
 
 log = logging.getLogger(__name__)
 LOCK_NAME = ".driver.lock"

@@ -11,9 +11,9 @@ from typing import Any, Collection, Mapping
 
 import pandas as pd
 
-from ..run_status import COMPLETED
-from .grid import SweepSpec, expand, load_sweep, runs_frame
-from .store import stored_statuses
+from anchorlab.run_status import COMPLETED
+from anchorlab.sweep.grid import SweepSpec, expand, load_sweep, runs_frame
+from anchorlab.sweep.store import stored_statuses
 
 
 def left_elsewhere(done_elsewhere: Collection[str], statuses: Mapping[str, str]) -> set[str]:

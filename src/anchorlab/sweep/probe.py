@@ -29,7 +29,7 @@ CACHE_FILE = "step_seconds.json"
 
 
 def _cache_path() -> Path:
-    from ..datasets import default_cache_dir
+    from anchorlab.datasets import default_cache_dir
 
     return default_cache_dir() / CACHE_FILE
 
@@ -37,8 +37,8 @@ def _cache_path() -> Path:
 def shape_key(cfg: Any) -> str:
     """What decides a step's and an evaluation's time: the CPU, the model, the batch, the task's shape and the
     precision path (not the init, seeds or lr)."""
-    from ..config import to_dict
-    from ..train.precision import cpu_model_name
+    from anchorlab.config import to_dict
+    from anchorlab.train.precision import cpu_model_name
 
     d = to_dict(cfg)
     keep = {"cpu": cpu_model_name(), "model": d.get("model"), "task": {k: v for k, v in (d.get("task") or {}).items()
@@ -56,7 +56,7 @@ def _load() -> dict[str, Any]:
 
 
 def _save(cache: dict[str, Any]) -> None:
-    from ..io import write_json
+    from anchorlab.io import write_json
 
     try:
         _cache_path().parent.mkdir(parents=True, exist_ok=True)
@@ -70,12 +70,12 @@ def _step_seconds(cfg: Any, steps: int = PROBE_STEPS, warmup: int = PROBE_WARMUP
     run's precision, timed over ``steps`` after ``warmup`` untimed ones."""
     import torch
 
-    from ..tasks.base import build_task
-    from ..train.flat import FlatAdamW
-    from ..train.optim import make_optimizer
-    from ..train.precision import resolve_precision, step_context
-    from ..train.run import init_model
-    from ..train.single import train_step
+    from anchorlab.tasks.base import build_task
+    from anchorlab.train.flat import FlatAdamW
+    from anchorlab.train.optim import make_optimizer
+    from anchorlab.train.precision import resolve_precision, step_context
+    from anchorlab.train.run import init_model
+    from anchorlab.train.single import train_step
 
     task = build_task(cfg.task)
     model, _ = init_model(cfg)
@@ -97,7 +97,7 @@ def _step_seconds(cfg: Any, steps: int = PROBE_STEPS, warmup: int = PROBE_WARMUP
 
 def _small(cfg: Any) -> Any:
     """``cfg`` with a training set of a few batches (a step's time does not depend on the set's size)."""
-    from ..config import experiment_from_dict
+    from anchorlab.config import experiment_from_dict
 
     return experiment_from_dict(cfg.to_dict(), [f"task.n_train={4 * cfg.train.batch_size}"]) \
         if hasattr(cfg.task, "n_train") else cfg
@@ -114,8 +114,8 @@ def probe(cfg: Any) -> dict[str, float]:
     switches)."""
     import torch
 
-    from ..tasks.base import build_task
-    from ..train.run import init_model
+    from anchorlab.tasks.base import build_task
+    from anchorlab.train.run import init_model
 
     key = shape_key(cfg)
     cache = _load()
@@ -123,7 +123,7 @@ def probe(cfg: Any) -> dict[str, float]:
         return cache[key]
     if not enabled():
         raise RuntimeError("probe: off (ANCHORLAB_PROBE=off)")
-    from ..train.environment import numerics
+    from anchorlab.train.environment import numerics
 
     small = _small(cfg)
     with numerics(small, torch.device("cpu")):     # threads, flush-denormal, malloc thresholds: as a run trains
@@ -148,7 +148,7 @@ def run_seconds(cfg: Any) -> float:
     evaluations (every ``eval_every`` and at the start and end) x the probed evaluation; NaN when the probe
     cannot build the run (its data is not at hand)."""
     try:
-        from ..tasks.base import build_task
+        from anchorlab.tasks.base import build_task
 
         n_train = len(build_task(cfg.task).train_data(cfg.train.data_seed)) if not hasattr(cfg.task, "n_train") \
             else int(cfg.task.n_train)
@@ -175,7 +175,7 @@ def sweep_seconds(cfgs: Sequence[Any], workers: int) -> tuple[float, int]:
 
 def describe_probe(cfgs: Sequence[Any], workers: int) -> str:
     """One line: the estimate measured on this CPU for ``cfgs`` on ``workers`` cores."""
-    from ..progress import hms
+    from anchorlab.progress import hms
 
     if not cfgs:
         return "measured here: nothing to train"

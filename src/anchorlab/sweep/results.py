@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..config import ConfigError
-from ..eval.definitions import metric_definition
-from ..io import read_json
-from ..run_status import COMPLETED
-from .aggregate import AggregateOptions, aggregate, phase_diagram
-from .store import ResultStore, stored_task
+from anchorlab.config import ConfigError
+from anchorlab.eval.definitions import metric_definition
+from anchorlab.io import read_json
+from anchorlab.run_status import COMPLETED
+from anchorlab.sweep.aggregate import AggregateOptions, aggregate, phase_diagram
+from anchorlab.sweep.store import ResultStore, stored_task
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,7 +69,7 @@ def _read_run(run_dir: Path, status: str) -> Callable[[list[dict[str, Any]]], di
     as final.json records them, before the run's end as its ``precision.json`` (written when it starts or
     resumes); without either, the matmul dtype is ``float32`` for ``train.amp: none``, else ``unrecorded``,
     and the device None."""
-    from ..train.run import config_of, summarize
+    from anchorlab.train.run import config_of, summarize
 
     cfg, final, started = config_of(run_dir), run_dir / "final.json", run_dir / "precision.json"
     written = read_json(final) if final.exists() else {}
@@ -95,7 +95,7 @@ def in_progress(sweep_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
     ``sweep_dirs``, read the way final.json is written (:func:`anchorlab.train.run.summarize`): ``final`` is
     its last evaluation, ``best`` the best so far, ``steps`` the last evaluated step, ``total_steps`` the
     steps its config plans, status ``in_progress``."""
-    from ..train.run import read_history
+    from anchorlab.train.run import read_history
 
     done = {f["run_id"] for f in unique_finals(sweep_dirs)}
     out = []
@@ -111,7 +111,7 @@ def at_step(sweep_dirs: Sequence[str | Path], steps: Sequence[int]) -> dict[int,
     as if it had stopped there: ``final`` is its last evaluation at or before the step, ``best`` the best up
     to it, status ``at_step``. Twins that differ in device or precision, or runs cut short by
     ``train.max_steps``, compare step by step this way. Each run's files are read once."""
-    from ..train.run import read_history
+    from anchorlab.train.run import read_history
 
     out: dict[int, list[dict[str, Any]]] = {s: [] for s in steps}
     for run_dir in _run_dirs(sweep_dirs):

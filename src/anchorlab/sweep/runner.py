@@ -35,14 +35,14 @@ from typing import Any, Callable, Collection, Mapping
 import pandas as pd
 import yaml
 
-from ..config import ConfigError, ExperimentConfig, to_dict
-from ..io import write_text
-from ..run_status import COMPLETED, TRAINED
-from .executors import check_executor, make_executor
-from .grid import RunSpec, SweepSpec, expand, load_sweep
-from .lock import driver_lock
-from .plan import dry_run, left_elsewhere, plan_sweep  # noqa: F401  (re-exported: the runner's API)
-from .store import ResultStore, stored_statuses
+from anchorlab.config import ConfigError, ExperimentConfig, to_dict
+from anchorlab.io import write_text
+from anchorlab.run_status import COMPLETED, TRAINED
+from anchorlab.sweep.executors import check_executor, make_executor
+from anchorlab.sweep.grid import RunSpec, SweepSpec, expand, load_sweep
+from anchorlab.sweep.lock import driver_lock
+from anchorlab.sweep.plan import dry_run, left_elsewhere, plan_sweep  # noqa: F401  (re-exported: the runner's API)
+from anchorlab.sweep.store import ResultStore, stored_statuses
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def execute_stack(cfgs: list[ExperimentConfig], run_dirs: list[str]) -> list[dic
     """
     t0 = time.perf_counter()
     try:
-        from ..train.stacked import train_stack
+        from anchorlab.train.stacked import train_stack
 
         results = [dict(r) for r in train_stack(cfgs, [Path(d) for d in run_dirs])]
         for r in results:
@@ -116,7 +116,7 @@ def plan_jobs(todo: list[RunSpec], stack: "str | int", workers: int, run_fn: Any
     """
     if stack == "never" or run_fn not in (None, DEFAULT_RUN_FN) or len(todo) < 2:
         return [[r] for r in todo]
-    from ..train.stacked import SHARED_TRAIN_FIELDS, should_stack
+    from anchorlab.train.stacked import SHARED_TRAIN_FIELDS, should_stack
 
     groups: dict[str, list[RunSpec]] = {}
     for r in todo:

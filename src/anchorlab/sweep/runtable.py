@@ -53,9 +53,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import ConfigError
-from ..io import read_json
-from ..run_status import COMPLETED
+from anchorlab.config import ConfigError
+from anchorlab.io import read_json
+from anchorlab.run_status import COMPLETED
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -100,7 +100,7 @@ def device_of(final: Mapping[str, Any]) -> str:
 def op_set_label(task: Mapping[str, Any]) -> str:
     """The anchor op set of a task config mapping as :class:`~anchorlab.tasks.anchor.opsets.OpSet` labels
     it; ``""`` for a task without anchors."""
-    from ..tasks.anchor.opsets import PAPERS, OpSet
+    from anchorlab.tasks.anchor.opsets import PAPERS, OpSet
 
     if "anchors" not in task or "pair_rules" not in task:
         return ""
@@ -289,7 +289,7 @@ def run_history(history: "pd.DataFrame", run_id: str) -> list[dict[str, Any]]:
 
 
 def _answers_of(finals: Sequence[Mapping[str, Any]]) -> "pd.DataFrame":
-    from ..analysis.answers import answers_summary
+    from anchorlab.analysis.answers import answers_summary
 
     dirs = [f["run_dir"] for f in finals if (f.get("config") or {}).get("task", {}).get("name", "anchor") == "anchor"]
     t = answers_summary(dirs)
@@ -320,7 +320,7 @@ def in_progress_table(sweep_dirs: Sequence[str | Path]) -> "pd.DataFrame":
     """The runs of ``sweep_dirs`` that stopped before their end (:func:`anchorlab.sweep.results.in_progress`)
     as run-table rows, status ``in_progress``: ``best.*`` the best so far, ``final.*`` and ``steps`` the last
     evaluation. They never enter a judgement."""
-    from .results import in_progress
+    from anchorlab.sweep.results import in_progress
 
     return rows_of(in_progress(sweep_dirs))
 
@@ -330,7 +330,7 @@ def at_step_table(sweep_dirs: Sequence[str | Path], steps: Sequence[int]) -> "pd
     there (:func:`anchorlab.sweep.results.at_step`), status ``at_step``, ``steps`` the evaluation read."""
     import pandas as pd
 
-    from .results import at_step
+    from anchorlab.sweep.results import at_step
 
     runs = at_step(sweep_dirs, steps)
     frames = [rows_of(runs[s]) for s in steps if runs[s]]
@@ -363,8 +363,8 @@ def row_config(row: Mapping[str, Any]) -> Any:
     """The ExperimentConfig of a run rebuilt from its run-table row (its ``<section>.<field>`` columns);
     a :class:`~anchorlab.config.ConfigError` where the row does not hold a whole config (a committed row
     of an older schema)."""
-    from ..config import experiment_from_dict
-    from ..config.precision_rules import as_recorded
+    from anchorlab.config import experiment_from_dict
+    from anchorlab.config.precision_rules import as_recorded
 
     nested: dict[str, dict[str, Any]] = {}
     for key, v in row.items():

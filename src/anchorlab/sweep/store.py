@@ -27,9 +27,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from ..config import ConfigError
-from ..run_status import STATUSES
-from .grid import RunSpec
+from anchorlab.config import ConfigError
+from anchorlab.run_status import STATUSES
+from anchorlab.sweep.grid import RunSpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -324,7 +324,7 @@ def stored_task(path: str | Path) -> str:
 
 def export_frame(df: pd.DataFrame, path: str | Path) -> Path:
     """DataFrame -> CSV or Parquet by the file extension (Parquet needs pyarrow)."""
-    from ..io import atomic_write
+    from anchorlab.io import atomic_write
 
     path = Path(path)
     ext = path.suffix.lower()

@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from ..progress import hms
-from ..run_status import COMPLETED
+from anchorlab.progress import hms
+from anchorlab.run_status import COMPLETED
 
 PLAN_FILE = "plan.json"
 
@@ -85,7 +85,7 @@ def sweep_table(out: str | Path) -> "Any":
     """One row per run of the sweep folder ``out``: run_id, status, step, total, rate, eta_seconds (the run's)."""
     import pandas as pd
 
-    from .store import ResultStore
+    from anchorlab.sweep.store import ResultStore
 
     out = Path(out)
     with ResultStore(out / "results.sqlite") as store:
@@ -131,7 +131,7 @@ def counts(table: "Any") -> dict[str, int]:
 def status_lines(out: str | Path, workers: int | None = None) -> list[str]:
     """``anchorlab status``'s report of the sweep folder ``out``: the counts and ETA, then one line per run
     training now."""
-    from .lock import read_lock
+    from anchorlab.sweep.lock import read_lock
 
     t = sweep_table(out)
     c = counts(t)
@@ -160,7 +160,7 @@ class SweepMonitor:
                  keys: Sequence[str] = ("id_acc", "ood_acc")) -> None:
         import sys
 
-        from ..progress import Progress
+        from anchorlab.progress import Progress
 
         self.out, self.workers, self.desc, self.keys = Path(out), max(workers, 1), desc, tuple(keys)
         self.stream = stream if stream is not None else sys.stderr
@@ -221,8 +221,8 @@ def run_watched(spec: Any, out: str | Path, desc: str, progress: bool, workers: 
                 keys: Sequence[str] = ("id_acc", "ood_acc"), **kwargs: Any) -> "Any":
     """:func:`anchorlab.sweep.runner.run_sweep` of ``spec`` into ``out`` with the live display when ``progress``
     (its runs to train counted first); ``kwargs`` go to ``run_sweep``. Returns its table."""
-    from .plan import plan_sweep
-    from .runner import run_sweep
+    from anchorlab.sweep.plan import plan_sweep
+    from anchorlab.sweep.runner import run_sweep
 
     todo = int((plan_sweep(spec, out, done_elsewhere=kwargs.get("done_elsewhere", ())).action != "skip").sum())
     mon = live_display(out, todo, workers, desc, progress, keys=keys)

@@ -25,4 +25,4 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .base import EvalResult, Task, TensorData, build_task
+    from anchorlab.tasks.base import EvalResult, Task, TensorData, build_task

@@ -143,8 +143,8 @@ def stack_batches(batches: list[Batch]) -> Batch:
 
 
 def task_class(name: str) -> type:
-    from ..config import ConfigError
-    from ..registry import TASKS, load
+    from anchorlab.config import ConfigError
+    from anchorlab.registry import TASKS, load
 
     if name not in TASKS:
         raise ConfigError(f"task.name: must be one of {', '.join(repr(k) for k in TASKS)}, got {name!r}")

@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from ..config import ConfigError, ExperimentConfig
-from ..io import read_json
-from ..tasks.base import Task, build_task
-from .run import (Callback, build_model, check_run_dir, completed_final, config_of, init_model, numerics,
+from anchorlab.config import ConfigError, ExperimentConfig
+from anchorlab.io import read_json
+from anchorlab.tasks.base import Task, build_task
+from anchorlab.train.run import (Callback, build_model, check_run_dir, completed_final, config_of, init_model, numerics,
                   pick_device, steps_plan)
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def train(cfg: ExperimentConfig, out_dir: str | Path, *, task: Task | None = Non
     one line before training starts (:meth:`~.run.RunState.start_line`), or
     the line saying the run had already finished.
     """
-    from .single import train_single
+    from anchorlab.train.single import train_single
 
     out_dir = Path(out_dir)
     check_run_dir(out_dir, cfg)
@@ -88,7 +88,7 @@ def run(cfg: ExperimentConfig, run_dir: str | Path) -> dict[str, Any]:
 
 def load_run(run_dir: str | Path, device: str = "cpu") -> RunResult:
     """Rebuild a trained model (final weights, else the latest checkpoint) from a run directory."""
-    from .checkpoint import load_checkpoint, load_weights
+    from anchorlab.train.checkpoint import load_checkpoint, load_weights
 
     run_dir = Path(run_dir)
     cfg = config_of(run_dir)

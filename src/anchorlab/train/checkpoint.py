@@ -25,8 +25,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ..config import ConfigError
-from ..io import atomic_write, fsync_path
+from anchorlab.config import ConfigError
+from anchorlab.io import atomic_write, fsync_path
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ def load_weights(path: str | Path, model: torch.nn.Module) -> torch.nn.Module:
 
 
 def versions() -> dict[str, str]:
-    from .._version import __version__
+    from anchorlab._version import __version__
 
     v = {"anchorlab": __version__, "python": sys.version.split()[0], "torch": torch.__version__,
          "numpy": np.__version__, "platform": platform.platform()}

@@ -7,8 +7,8 @@ import contextlib
 
 import torch
 
-from ..config import ConfigError, ExperimentConfig
-from .allocator import retain_freed_memory
+from anchorlab.config import ConfigError, ExperimentConfig
+from anchorlab.train.allocator import retain_freed_memory
 
 
 def pick_device(spec: str) -> torch.device:

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .optim import mark_updated
+from anchorlab.train.optim import mark_updated
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ import torch
 from torch import nn
 from torch.autograd.graph import increment_version
 
-from ..config import OptimConfig
-from ..model.roles import param_infos
+from anchorlab.config import OptimConfig
+from anchorlab.model.roles import param_infos
 
 NO_DECAY_ROLES = ("norm", "bias")
 

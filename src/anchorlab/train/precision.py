@@ -41,9 +41,9 @@ from pathlib import Path
 
 import torch
 
-from ..config import ConfigError
-from ..config.precision_rules import matmul_amp
-from ..model.bf16 import WeightCache, native_bf16
+from anchorlab.config import ConfigError
+from anchorlab.config.precision_rules import matmul_amp
+from anchorlab.model.bf16 import WeightCache, native_bf16
 
 log = logging.getLogger(__name__)
 

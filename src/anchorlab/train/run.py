@@ -38,18 +38,18 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..config import ConfigError, ExperimentConfig, dump_config, experiment_from_dict, load_yaml
-from ..config.precision_rules import as_recorded
-from ..io import atomic_write, read_json, write_json, write_text
-from ..progress import Progress  # noqa: F401 - re-exported for the trainers
-from ..registry import CALLBACKS, MODELS, load
-from ..run_status import COMPLETED
-from ..tasks.base import Task
-from ..metric_order import lower_is_better
-from .checkpoint import load_checkpoint, remove_stale_temps, save_checkpoint, save_weights, versions
-from .environment import flush_denormal, numerics, pick_device  # noqa: F401 - re-exported
-from .optim import lr_at, make_optimizer
-from .precision import Precision, resolve_precision
+from anchorlab.config import ConfigError, ExperimentConfig, dump_config, experiment_from_dict, load_yaml
+from anchorlab.config.precision_rules import as_recorded
+from anchorlab.io import atomic_write, read_json, write_json, write_text
+from anchorlab.progress import Progress  # noqa: F401 - re-exported for the trainers
+from anchorlab.registry import CALLBACKS, MODELS, load
+from anchorlab.run_status import COMPLETED
+from anchorlab.tasks.base import Task
+from anchorlab.metric_order import lower_is_better
+from anchorlab.train.checkpoint import load_checkpoint, remove_stale_temps, save_checkpoint, save_weights, versions
+from anchorlab.train.environment import flush_denormal, numerics, pick_device  # noqa: F401 - re-exported
+from anchorlab.train.optim import lr_at, make_optimizer
+from anchorlab.train.precision import Precision, resolve_precision
 
 log = logging.getLogger(__name__)
 Callback = Callable[[int, torch.nn.Module], dict[str, float]]
@@ -67,10 +67,10 @@ def init_model(cfg: ExperimentConfig) -> tuple[torch.nn.Module, pd.DataFrame]:
     ``init.scheme: framework_default`` keeps the constructors' own init, drawn
     under ``torch.manual_seed(init_seed)`` (the global RNG is restored after).
     """
-    from ..model.init import apply_init_rate
+    from anchorlab.model.init import apply_init_rate
 
     if cfg.init.scheme == "framework_default":
-        from ..model.default_init import framework_default_table
+        from anchorlab.model.default_init import framework_default_table
 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.train.init_seed)
@@ -222,7 +222,7 @@ class RunState:
         check_dims(cfg, task)
         tracker = None
         if getattr(cfg.train, "tracking", "none") != "none":  # a missing backend fails here, before any work
-            from ..tracking import make_tracker
+            from anchorlab.tracking import make_tracker
             tracker = make_tracker(cfg, run_dir)
         model, table = init_model(cfg)
         model.to(device)

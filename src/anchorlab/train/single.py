@@ -9,12 +9,12 @@ from typing import Any
 
 import torch
 
-from ..config import ExperimentConfig
-from ..tasks.base import Task
-from .flat import FlatAdamW, clip_gradients
-from .optim import lr_at
-from .precision import step_context
-from .run import Callback, Progress, RunState, epoch_permutation
+from anchorlab.config import ExperimentConfig
+from anchorlab.tasks.base import Task
+from anchorlab.train.flat import FlatAdamW, clip_gradients
+from anchorlab.train.optim import lr_at
+from anchorlab.train.precision import step_context
+from anchorlab.train.run import Callback, Progress, RunState, epoch_permutation
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..model.bf16 import BF16, native_bf16
+from anchorlab.model.bf16 import BF16, native_bf16
 
 # ------------------------------------------------------------------------ stacked state
 class StackedParams:

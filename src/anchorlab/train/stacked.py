@@ -36,12 +36,12 @@ from typing import Any
 
 import torch
 
-from ..config import ConfigError, ExperimentConfig
-from ..tasks.base import build_task, stack_batches, task_class
-from .optim import lr_at, make_optimizer, param_groups
-from .precision import autocast, check_native, transposed_copy
-from .run import Callback, Progress, RunState, completed_final, epoch_permutation, numerics, pick_device
-from .stack_ops import StackedAdamW, StackedParams, clip_per_model, native_losses
+from anchorlab.config import ConfigError, ExperimentConfig
+from anchorlab.tasks.base import build_task, stack_batches, task_class
+from anchorlab.train.optim import lr_at, make_optimizer, param_groups
+from anchorlab.train.precision import autocast, check_native, transposed_copy
+from anchorlab.train.run import Callback, Progress, RunState, completed_final, epoch_permutation, numerics, pick_device
+from anchorlab.train.stack_ops import StackedAdamW, StackedParams, clip_per_model, native_losses
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ names, options, files and figures together. See ``docs/mechanism.md``.
 :func:`compare_runs` puts the headline numbers of several runs side by side.
 """
 
-from .common import PAPER_EXAMPLE
-from .compare import CompareRunsOptions, compare_runs, run_summary
-from .flow import FlowOptions, FlowScoresOptions, compute_flow, compute_flow_scores
-from .masks import MaskAnchor2Options, MaskKeyOptions, compute_mask_anchor2, compute_mask_key
-from .representations import (CosAo2Options, CosV2Options, TsneAo1Options, compute_cos_ao2, compute_cos_v2,
+from anchorlab.analysis.mechanism.common import PAPER_EXAMPLE
+from anchorlab.analysis.mechanism.compare import CompareRunsOptions, compare_runs, run_summary
+from anchorlab.analysis.mechanism.flow import FlowOptions, FlowScoresOptions, compute_flow, compute_flow_scores
+from anchorlab.analysis.mechanism.masks import MaskAnchor2Options, MaskKeyOptions, compute_mask_anchor2, compute_mask_key
+from anchorlab.analysis.mechanism.representations import (CosAo2Options, CosV2Options, TsneAo1Options, compute_cos_ao2, compute_cos_v2,
                               compute_tsne_ao1)
 
 __all__ = ["PAPER_EXAMPLE", "CompareRunsOptions", "compare_runs", "run_summary", "FlowOptions", "FlowScoresOptions", "compute_flow",

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from ...config import check_range
-from ...tasks.anchor import AnchorData, AnchorTask
-from ..attention import sample_inputs
+from anchorlab.config import check_range
+from anchorlab.tasks.anchor import AnchorData, AnchorTask
+from anchorlab.analysis.attention import sample_inputs
 
 PAPER_EXAMPLE = (35, 63, 99, 4, 3, 38, 42, 36, 62)  # NeurIPS §5.1, key 99 at position 2
 PAPER_EXAMPLE_KEY_POS = 2

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ...config import check_range
-from ..similarity import contrast_of
-from .flow import FlowScoresOptions, compute_flow_scores
-from .masks import MaskAnchor2Options, anchor2_masked_cosines
-from .representations import CosAo2Options, CosV2Options, compute_cos_ao2, compute_cos_v2
+from anchorlab.config import check_range
+from anchorlab.analysis.similarity import contrast_of
+from anchorlab.analysis.mechanism.flow import FlowScoresOptions, compute_flow_scores
+from anchorlab.analysis.mechanism.masks import MaskAnchor2Options, anchor2_masked_cosines
+from anchorlab.analysis.mechanism.representations import CosAo2Options, CosV2Options, compute_cos_ao2, compute_cos_v2
 
 if TYPE_CHECKING:
-    from ...train import RunResult
+    from anchorlab.train import RunResult
 
 FINAL_METRICS = ("id_acc", "ood_inferential_acc", "ood_symmetric_acc", "commutativity")
 FLOW_COLUMNS = ("last->key", "last->anchors", "anchors->key")
@@ -71,7 +71,7 @@ def compare_runs(runs: Sequence[str | Path | RunResult], n_inputs: int = 1000, n
     second-anchor-masking experiments (defaults of each analysis otherwise),
     raw (the papers' cosine) and centered (probe mean subtracted).
     """
-    from ...train import load_run
+    from anchorlab.train import load_run
 
     rows = []
     for r in runs:

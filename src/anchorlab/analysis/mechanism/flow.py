@@ -13,13 +13,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...config import ConfigError, check_choice, check_range
-from ...tasks.anchor import SPLITS, AnchorTask, pair_label
-from ..attention import attention_patterns, flow_graph, flow_scores, flow_summary, position_roles, sample_inputs
-from .common import PAPER_EXAMPLE, PAPER_EXAMPLE_KEY_POS, check_positive, key_positions
+from anchorlab.config import ConfigError, check_choice, check_range
+from anchorlab.tasks.anchor import SPLITS, AnchorTask, pair_label
+from anchorlab.analysis.attention import attention_patterns, flow_graph, flow_scores, flow_summary, position_roles, sample_inputs
+from anchorlab.analysis.mechanism.common import PAPER_EXAMPLE, PAPER_EXAMPLE_KEY_POS, check_positive, key_positions
 
 if TYPE_CHECKING:
-    from ...train import RunResult
+    from anchorlab.train import RunResult
 
 
 @dataclass(frozen=True)

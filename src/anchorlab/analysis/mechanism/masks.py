@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ...config import check_choice
-from ...tasks.anchor import SPLITS
-from ..masking import default_output_hook, mask_accuracy, standard_masks
-from ..projection import METHODS, activation_embedding
-from ..similarity import contrast_of, single_anchor_similarity
-from .common import check_positive, key_positions, per_pair
+from anchorlab.config import check_choice
+from anchorlab.tasks.anchor import SPLITS
+from anchorlab.analysis.masking import default_output_hook, mask_accuracy, standard_masks
+from anchorlab.analysis.projection import METHODS, activation_embedding
+from anchorlab.analysis.similarity import contrast_of, single_anchor_similarity
+from anchorlab.analysis.mechanism.common import check_positive, key_positions, per_pair
 
 if TYPE_CHECKING:
-    from ...train import RunResult
+    from anchorlab.train import RunResult
 
 
 @dataclass(frozen=True)

@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ...config import ConfigError, check_choice, check_range
-from ...tasks.anchor import SPLITS
-from ..attention import sample_inputs
-from ..projection import METHODS, activation_embedding
-from ..similarity import ao_similarity, contrast_of, v_similarity
-from .common import check_positive, key_positions
+from anchorlab.config import ConfigError, check_choice, check_range
+from anchorlab.tasks.anchor import SPLITS
+from anchorlab.analysis.attention import sample_inputs
+from anchorlab.analysis.projection import METHODS, activation_embedding
+from anchorlab.analysis.similarity import ao_similarity, contrast_of, v_similarity
+from anchorlab.analysis.mechanism.common import check_positive, key_positions
 
 if TYPE_CHECKING:
-    from ...train import RunResult
+    from anchorlab.train import RunResult
 
 
 @dataclass(frozen=True)

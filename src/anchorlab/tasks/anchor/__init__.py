@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .config import AnchorTaskConfig
+from anchorlab.tasks.anchor.config import AnchorTaskConfig
 
 _LAZY = {"SPLITS": ".data", "AnchorData": ".data", "pair_label": ".data", "AnchorTask": ".task"}
 
@@ -29,5 +29,5 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .data import SPLITS, AnchorData, pair_label
-    from .task import AnchorTask
+    from anchorlab.tasks.anchor.data import SPLITS, AnchorData, pair_label
+    from anchorlab.tasks.anchor.task import AnchorTask

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...config.base import check_choice, check_range, fail
-from ...config.experiment import TaskConfig
+from anchorlab.config.base import check_choice, check_range, fail
+from anchorlab.config.experiment import TaskConfig
 
 # --------------------------------------------------------------------------- task
 ANCHOR_PRESETS = ("neurips", "journal", "complexity", "custom")

@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .data import SPLITS, AnchorData, pair_label
-from .pairs import PairRules
+from anchorlab.tasks.anchor.data import SPLITS, AnchorData, pair_label
+from anchorlab.tasks.anchor.pairs import PairRules
 
 Predict = Callable[[torch.Tensor], torch.Tensor]
 

@@ -32,7 +32,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...config import ConfigError, check_range
+from anchorlab.config import ConfigError, check_range
 
 ANCHORS = (1, 2, 3, 4)
 PAPERS = {"anchors": {1: 5, 2: 1, 3: -2, 4: -8}, "held_out": (4, 3), "mirror_shift": -6}

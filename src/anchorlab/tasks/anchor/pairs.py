@@ -9,7 +9,7 @@ preset's) says what is trained: the inferential target, a fixed shift
 
 from __future__ import annotations
 
-from .config import AnchorTaskConfig
+from anchorlab.tasks.anchor.config import AnchorTaskConfig
 
 Pair = tuple[int, int]
 

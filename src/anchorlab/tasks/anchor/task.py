@@ -16,13 +16,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ...config.base import ConfigError
-from ..base import EvalResult, Forward, Task
-from .config import AnchorTaskConfig
-from .data import SPLITS, AnchorData, pair_label
-from .metrics import evaluate as evaluate_groups
-from .metrics import top_deviations
-from .pairs import PairRules
+from anchorlab.config.base import ConfigError
+from anchorlab.tasks.base import EvalResult, Forward, Task
+from anchorlab.tasks.anchor.config import AnchorTaskConfig
+from anchorlab.tasks.anchor.data import SPLITS, AnchorData, pair_label
+from anchorlab.tasks.anchor.metrics import evaluate as evaluate_groups
+from anchorlab.tasks.anchor.metrics import top_deviations
+from anchorlab.tasks.anchor.pairs import PairRules
 
 
 class AnchorTask(PairRules, Task):

@@ -33,8 +33,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...io import atomic_write, write_json
-from .render import NODES, Jitter, render_nodes
+from anchorlab.io import atomic_write, write_json
+from anchorlab.tasks.concepts.render import NODES, Jitter, render_nodes
 
 log = logging.getLogger(__name__)
 VERSION = 2
@@ -146,7 +146,7 @@ def train_classifier(spec: ClassifierSpec) -> tuple[ConceptClassifier, dict]:
 
 
 def default_dir() -> Path:
-    from ...datasets import default_cache_dir
+    from anchorlab.datasets import default_cache_dir
     return default_cache_dir() / "concepts"
 
 

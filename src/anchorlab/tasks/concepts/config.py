@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...config.base import check_choice, check_range, fail
-from ...config.experiment import TaskConfig
-from .render import NODES, Jitter
+from anchorlab.config.base import check_choice, check_range, fail
+from anchorlab.config.experiment import TaskConfig
+from anchorlab.tasks.concepts.render import NODES, Jitter
 
 CONDITIONS = ("attributes", "onehot")
 SIZE_CODES = {"relative": 1.0, "authors": 2.6}   # the size entry of a large shape (small: x 1.6 / 2.6)

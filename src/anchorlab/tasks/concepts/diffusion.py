@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...model.unet import require_diffusers
+from anchorlab.model.unet import require_diffusers
 
 
 def make_scheduler(cfg, sampler: str = "ddpm"):

@@ -37,11 +37,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..base import EvalResult, Forward, Task
-from .classifier import ClassifierSpec, load_or_train, predict
-from .config import SIZE_CODES, ConceptsTaskConfig
-from .diffusion import DiffusionData, make_scheduler, noised, sample
-from .render import BITS, LARGE, NODES, COLORS, Renders, canonical_radius, describe, node_bits, render_nodes
+from anchorlab.tasks.base import EvalResult, Forward, Task
+from anchorlab.tasks.concepts.classifier import ClassifierSpec, load_or_train, predict
+from anchorlab.tasks.concepts.config import SIZE_CODES, ConceptsTaskConfig
+from anchorlab.tasks.concepts.diffusion import DiffusionData, make_scheduler, noised, sample
+from anchorlab.tasks.concepts.render import BITS, LARGE, NODES, COLORS, Renders, canonical_radius, describe, node_bits, render_nodes
 
 log = logging.getLogger(__name__)
 TRAIN_STREAM, DENOISE_STREAM = 0, 1

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...config.base import check_choice, check_range, fail
-from ...config.experiment import TaskConfig
-from .corpus import LOCAL_SOURCES, set_name
+from anchorlab.config.base import check_choice, check_range, fail
+from anchorlab.config.experiment import TaskConfig
+from anchorlab.tasks.lm.corpus import LOCAL_SOURCES, set_name
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class LMTaskConfig(TaskConfig):
     def dims(self) -> dict[str, int]:
         """vocab_size (``bpe``: the configured size; ``files``: read from the tokenizer) and max_len = seq_len."""
         if self.tokenizer == "files":
-            from .tokenizer import load_files
+            from anchorlab.tasks.lm.tokenizer import load_files
 
             vocab = int(load_files(self.tokenizer_dir).get_vocab_size())
         else:

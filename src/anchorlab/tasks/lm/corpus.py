@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ...config.base import ConfigError
+from anchorlab.config.base import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ def read_shard(path: Path, log_to: ShardLog | None = None) -> Iterator[dict[str,
     with open(path, "rb") as raw:
         hf = _HashingFile(raw)
         if path.name.endswith(".zst"):
-            from ...extras import require
+            from anchorlab.extras import require
 
             zstd = require("zstandard", "SlimPajama .jsonl.zst shards")
             stream: Any = zstd.ZstdDecompressor().stream_reader(io.BufferedReader(hf, READ_BUFFER),

@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...config.base import ConfigError
-from ...datasets import default_cache_dir
-from .config import LMTaskConfig
-from .corpus import (Doc, MixLog, ShardLog, local_docs, local_files, mix_stream, shard_files, slimpajama_docs,
+from anchorlab.config.base import ConfigError
+from anchorlab.datasets import default_cache_dir
+from anchorlab.tasks.lm.config import LMTaskConfig
+from anchorlab.tasks.lm.corpus import (Doc, MixLog, ShardLog, local_docs, local_files, mix_stream, shard_files, slimpajama_docs,
                      tree_digest)
-from .tokenizer import encode_docs, eos_id, load_files, save, train_bpe
+from anchorlab.tasks.lm.tokenizer import encode_docs, eos_id, load_files, save, train_bpe
 
 log = logging.getLogger(__name__)
 VAL_SEED = 20_250_715   # validation order: fixed for every data seed
@@ -164,7 +164,7 @@ def write_tokens(path: Path, docs: Iterator[Doc], tok: Any, cap: int, dtype: np.
 # ------------------------------------------------------------------ build / cache
 def data_key(cfg: LMTaskConfig, seed: int, sources: dict[str, Any]) -> str:
     """Cache key: data fields of the config, seed, file locations and content fingerprints, format."""
-    from ...config.base import to_dict
+    from anchorlab.config.base import to_dict
 
     d = {k: v for k, v in to_dict(cfg).items() if k not in ("eval_batch_size", "name")}
     blob = json.dumps({"cfg": d, "seed": seed, "sources": sources, "format": FORMAT}, sort_keys=True, default=str)
@@ -182,7 +182,7 @@ def lm_data(cfg: LMTaskConfig, seed: int, cache_dir: str | Path | None = None) -
 
 
 def _load(path: Path) -> LMData:
-    from ...extras import require
+    from anchorlab.extras import require
 
     tk = require("tokenizers", "task 'lm'")
     man = json.loads((path / "manifest.json").read_text())

@@ -18,10 +18,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ...io import write_json
-from ..base import EvalResult, Forward, Task
-from .config import LMTaskConfig
-from .data import LMData, PackedRows, lm_data
+from anchorlab.io import write_json
+from anchorlab.tasks.base import EvalResult, Forward, Task
+from anchorlab.tasks.lm.config import LMTaskConfig
+from anchorlab.tasks.lm.data import LMData, PackedRows, lm_data
 
 
 def next_token_loss(fwd: Forward, tokens: torch.Tensor, reduction: str = "mean") -> torch.Tensor:

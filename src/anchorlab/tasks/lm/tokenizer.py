@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ...config.base import ConfigError
-from ...extras import require
+from anchorlab.config.base import ConfigError
+from anchorlab.extras import require
 
 EOS = "<|endoftext|>"
 

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...config.base import ConfigError
+from anchorlab.config.base import ConfigError
 
 ONSETS = ("wum", "yum", "zum", "jom", "rom", "num", "tum", "vum", "dum", "lem", "gor", "shum")
 ENDINGS = ("pus", "pex", "bo", "ral", "tin", "dor", "mip", "sa")

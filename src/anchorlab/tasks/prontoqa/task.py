@@ -17,9 +17,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from ...config.base import ConfigError, check_choice, check_range
-from ..seq2seq.task import EvalSet, Row, Seq2SeqTask, Seq2SeqTaskConfig
-from .generator import MAX_HOPS, SPLITS, concept_names, generate_split, prompt_words, target_words, words_seen
+from anchorlab.config.base import ConfigError, check_choice, check_range
+from anchorlab.tasks.seq2seq.task import EvalSet, Row, Seq2SeqTask, Seq2SeqTaskConfig
+from anchorlab.tasks.prontoqa.generator import MAX_HOPS, SPLITS, concept_names, generate_split, prompt_words, target_words, words_seen
 
 MAX_DEPTH = 8
 MAX_DISTRACTORS = 20
@@ -105,7 +105,7 @@ class ProntoQATaskConfig(Seq2SeqTaskConfig):
         from the first training examples until every word the generator can
         write has appeared.
         """
-        from ..seq2seq.encoding import SPECIALS
+        from anchorlab.tasks.seq2seq.encoding import SPECIALS
 
         depth = self.depth or self.max_hops
         part = "all" if self.test_split == "iid" else "train"   # the training set's name pool

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...config.base import ConfigError, check_choice, check_range
-from ..base import no_grad
-from .encoding import Vocab, decode
-from .task import Row, Seq2SeqTask, Seq2SeqTaskConfig
+from anchorlab.config.base import ConfigError, check_choice, check_range
+from anchorlab.tasks.base import no_grad
+from anchorlab.tasks.seq2seq.encoding import Vocab, decode
+from anchorlab.tasks.seq2seq.task import Row, Seq2SeqTask, Seq2SeqTaskConfig
 
 if TYPE_CHECKING:  # imported where used: the config (read by `reproduce --list`) needs neither
     import pandas as pd

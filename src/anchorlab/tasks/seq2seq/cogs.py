@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from ...config.base import ConfigError, check_choice
-from ...datasets import REGISTRY, default_data_dir, fetch_known
-from .task import EvalSet, Row, Seq2SeqTask, Seq2SeqTaskConfig
+from anchorlab.config.base import ConfigError, check_choice
+from anchorlab.datasets import REGISTRY, default_data_dir, fetch_known
+from anchorlab.tasks.seq2seq.task import EvalSet, Row, Seq2SeqTask, Seq2SeqTaskConfig
 
 if TYPE_CHECKING:
     import pandas as pd

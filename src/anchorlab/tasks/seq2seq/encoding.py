@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ...config.base import ConfigError
-from ..base import no_grad
+from anchorlab.config.base import ConfigError
+from anchorlab.tasks.base import no_grad
 
 if TYPE_CHECKING:  # imported where used: the task configs beside this module are read without torch
     import torch
@@ -193,7 +193,7 @@ def decode(model: torch.nn.Module | ModelFn, prompts: Sequence[str], vocab: Voca
     function (:func:`~anchorlab.model.generate.reference_generate`). Ids past
     the vocabulary never win.
     """
-    from ...model.generate import greedy_generate, reference_generate
+    from anchorlab.model.generate import greedy_generate, reference_generate
 
     if max_new_tokens < 0:
         raise ConfigError(f"max_new_tokens: must be >= 0, got {max_new_tokens}")

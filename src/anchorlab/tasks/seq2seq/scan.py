@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...config.base import ConfigError, check_choice
-from ...datasets import fetch_known
-from .task import Row, Seq2SeqTask, Seq2SeqTaskConfig
+from anchorlab.config.base import ConfigError, check_choice
+from anchorlab.datasets import fetch_known
+from anchorlab.tasks.seq2seq.task import Row, Seq2SeqTask, Seq2SeqTaskConfig
 
 log = logging.getLogger(__name__)
 

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...config.base import ConfigError, check_range
-from ...config.experiment import TaskConfig
-from ..base import EvalResult, Forward, Task, TensorData, no_grad
-from .encoding import EncodedPairs, Vocab, decode, encode_pairs, exact_match, masked_lm_loss
+from anchorlab.config.base import ConfigError, check_range
+from anchorlab.config.experiment import TaskConfig
+from anchorlab.tasks.base import EvalResult, Forward, Task, TensorData, no_grad
+from anchorlab.tasks.seq2seq.encoding import EncodedPairs, Vocab, decode, encode_pairs, exact_match, masked_lm_loss
 
 if TYPE_CHECKING:  # imported where used: the task configs (read by `reproduce --list`) need no torch
     import torch
