@@ -14,10 +14,11 @@ from matplotlib.figure import Figure
 import anchorlab
 from anchorlab.analysis.complexity import complexity_summary, sweep_stable_ranks
 from anchorlab.analysis.mechanism import CosAo2Options, MaskKeyOptions
-from anchorlab.analysis.verdict import VerdictModel
 from anchorlab.analysis.registry import (ANALYSES, MULTI_RUN, analyses_for, get_analysis, run_analysis,
                                          run_multi_analysis)
 from anchorlab.config import ConfigError, experiment_from_dict, options_from_strings
+from anchorlab.papers import analyses as papers_analyses  # registers the papers' analyses (early-verdict)
+from anchorlab.papers.analysis.verdict import VerdictModel
 from anchorlab.tasks.seq2seq import PairsTask
 from anchorlab.train import load_run, train
 
@@ -163,7 +164,7 @@ def test_options_parse_from_strings_and_bad_options_name_the_field(anchor_run, t
             options_from_strings(get_analysis(name).options, opts)
         with pytest.raises(ConfigError, match=match):  # the same error through the registry
             run_analysis(anchor_run, name, tmp_path, opts)
-    with pytest.raises(ConfigError, match=r"^analysis: must be one of flow, flow-scores, .*stable-rank, addition-grid, early-verdict, answers, coord-check, got 'nope'"):
+    with pytest.raises(ConfigError, match=r"^analysis: must be one of flow, flow-scores, .*stable-rank, addition-grid, answers, coord-check, early-verdict, got 'nope'"):
         get_analysis("nope")
     with pytest.raises(ConfigError, match="^override 'keys': expected KEY=VALUE"):
         options_from_strings(CosAo2Options, ["keys"])
@@ -183,3 +184,11 @@ def test_importing_plots_and_analyses_keeps_the_matplotlib_backend():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["pdf", "pdf", "False"]
+
+
+def test_the_library_registry_knows_no_paper_analysis_until_the_papers_register_theirs():
+    code = ("import anchorlab.analysis.registry as r; a = 'early-verdict' in r.ANALYSES; "
+            "import anchorlab.papers.analyses; print(a, 'early-verdict' in r.ANALYSES)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
+    assert ANALYSES["early-verdict"] is papers_analyses.EARLY_VERDICT

@@ -253,7 +253,7 @@ def test_a_reader_that_stops_early_gets_no_traceback():
 @pytest.mark.parametrize("seeds", ["0", "-2"])
 def test_demo_refuses_fewer_than_one_seed_before_training(tmp_path, capsys, seeds):
     from anchorlab.config import ConfigError
-    from anchorlab.demo import demo_spec
+    from anchorlab.papers.demo import demo_spec
 
     with pytest.raises(SystemExit) as e:
         main(["demo", "--out", str(tmp_path / "d"), "--seeds", seeds])

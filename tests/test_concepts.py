@@ -335,7 +335,7 @@ def test_the_headline_is_all_three_concepts_on_010_and_011(monkeypatch):
 
 
 def test_the_seed_sweep_has_four_seeds_per_init_and_the_noise_floor_pair():
-    from anchorlab.reproduce import FIGURES, figure_spec
+    from anchorlab.papers.reproduce import FIGURES, figure_spec
     from anchorlab.sweep.grid import expand
 
     runs = expand(figure_spec(FIGURES["journal-fig6-seeds"], "cpu"))
@@ -353,7 +353,7 @@ def test_the_seed_sweep_has_four_seeds_per_init_and_the_noise_floor_pair():
 def test_noise_floor_seed_spread_and_the_standard_error_of_a_difference_on_a_hand_made_table():
     import pandas as pd
 
-    from anchorlab.reproduce.figures_diffusion import diff_se, noise_floor, seed_spread
+    from anchorlab.papers.reproduce.figures_diffusion import diff_se, noise_floor, seed_spread
 
     t = pd.DataFrame({"setting": ["default"] * 2 + ["gamma=0.5"] * 2 + ["gamma=1"] * 2,
                       "scheme": ["framework_default"] * 2 + ["rate"] * 4,

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from anchorlab.config import ConfigError
-from anchorlab.eval.crossing import crossing_verdict, fit_timing, op_set_counts, outcome, reachable_readings
+from anchorlab.papers.eval.crossing import crossing_verdict, fit_timing, op_set_counts, outcome, reachable_readings
 
 
 def test_fit_timing_reads_the_fit_and_the_takeover():

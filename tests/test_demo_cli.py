@@ -84,7 +84,7 @@ def test_the_demos_measured_rate_is_read_from_the_committed_study(tmp_path, monk
 
     import pandas as pd
 
-    from anchorlab import demo
+    from anchorlab.papers import demo
 
     figs = Path(__file__).parents[1] / "docs" / "figures"
     t = pd.read_csv(figs / "demo_rule_native_cpu_rates.csv")
@@ -126,7 +126,7 @@ def test_research_outputs_are_not_package_data():
 def test_the_plain_sentence_names_the_bar_and_the_accuracy_it_missed():
     import pandas as pd
 
-    from anchorlab.demo import plain_verdict
+    from anchorlab.papers.demo import plain_verdict
 
     t = pd.DataFrame({"model": ["large_init", "small_init"], "ood_inferential_acc": [0.0, 0.705],
                       "ood_symmetric_acc": [1.0, 0.12]})
@@ -144,10 +144,10 @@ def test_the_measured_study_command_trains_the_committed_runs():
 
     import pandas as pd
 
-    from anchorlab import demo
+    from anchorlab.papers import demo
     from anchorlab.cli.args import parse_setting
     from anchorlab.cli import build_parser
-    from anchorlab.robustness import DEFAULT_SETTINGS, random_op_sets, study_spec
+    from anchorlab.papers.robustness import DEFAULT_SETTINGS, random_op_sets, study_spec
     from anchorlab.sweep.grid import expand
 
     a = build_parser().parse_args(shlex.split(demo.MEASURED_STUDY)[1:])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from anchorlab import demo_journal as dj
+from anchorlab.papers import demo_journal as dj
 from anchorlab.cli import main
 from anchorlab.config import ConfigError
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from anchorlab.config import load_config
-from anchorlab.eval.wd_grid import grid_cells, grid_view, rescue_table
-from anchorlab.reproduce.figures_wd import decay_exponent, make_wd
+from anchorlab.papers.eval.wd_grid import grid_cells, grid_view, rescue_table
+from anchorlab.papers.reproduce.figures_wd import decay_exponent, make_wd
 from anchorlab.sweep.grid import expand, resolve_sweep
 from anchorlab.sweep.runtable import run_table
 from anchorlab.train.optim import lr_at, lr_sum
@@ -95,7 +95,7 @@ def test_the_committed_grid_redraws_its_cells_and_rescues():
 
 
 def test_condensation_is_read_from_a_trained_run(tmp_path, tiny_overrides):
-    from anchorlab.reproduce.figures_wd import condensation_matrices, with_run_values
+    from anchorlab.papers.reproduce.figures_wd import condensation_matrices, with_run_values
     from anchorlab.train import train
 
     cfg = load_config("demo/small", tiny_overrides + ["init.ref_width=400", "init.gamma=0.5",

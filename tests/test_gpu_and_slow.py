@@ -35,7 +35,7 @@ def test_cuda_stack_matches_single_runs(tmp_path):
 @pytest.mark.slow
 def test_demo_contrast_reproduces(tmp_path):
     """The demo's claim (docs/demo.md): large init memorizes, small init composes (~5 min on 2 cores)."""
-    from anchorlab.demo import run_demo
+    from anchorlab.papers.demo import run_demo
 
     table = run_demo(tmp_path, workers=2).set_index("model")
     assert table.loc["large_init", "ood_symmetric_acc"] > 0.8

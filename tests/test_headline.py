@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from anchorlab.config import ConfigError, experiment_from_dict
-from anchorlab.eval.cells import cell_table, fitted_rows, ordered, pair_table, seed_table
-from anchorlab.reproduce import FIGURES, figure_spec
-from anchorlab.reproduce.figures_fig2 import make_fig2
+from anchorlab.papers.eval.cells import cell_table, fitted_rows, ordered, pair_table, seed_table
+from anchorlab.papers.reproduce import FIGURES, figure_spec
+from anchorlab.papers.reproduce.figures_fig2 import make_fig2
 from anchorlab.sweep.grid import expand, resolve_sweep
 from anchorlab.sweep.runtable import PAPER_STEPS, at_step_table, curve_table, in_progress_table, run_table
 from anchorlab.train.optim import lr_at
@@ -169,7 +169,7 @@ def test_the_maker_on_fake_runs(tmp_path):
 
 
 def test_two_depths_draw_fig2_and_one_depth_does_not(tmp_path):
-    from anchorlab.plots.headline import depth_groups
+    from anchorlab.papers.plots.headline import depth_groups
 
     for gamma, inf, sym in ((0.3, (0.0, 0.1), (0.9, 1.0)), (0.8, (0.8, 0.9), (0.0, 0.1))):
         _fake_run(tmp_path / "a", gamma, 2e-4, 0, *PAPERS, inf, sym)
@@ -187,7 +187,7 @@ def test_two_depths_draw_fig2_and_one_depth_does_not(tmp_path):
 def test_the_fig2_diagram_outlines_a_cell_whose_seeds_lack_some_of_the_rows_lrs_as_partial():
     from matplotlib.patches import Rectangle
 
-    from anchorlab.plots.headline import partial_cells, plot_depth
+    from anchorlab.papers.plots.headline import partial_cells, plot_depth
 
     cell = dict(clock=0.5, op_set="papers'", devices="cpu", lrs="[1.1e-4, 3.3e-4]", id_best=1.0, threshold=0.5,
                 inferential_per_run=0.0, symmetric_per_run=0.5)
@@ -309,7 +309,7 @@ def test_runs_stopped_before_their_end_are_read_as_in_progress_and_stay_out_of_t
 
 
 def test_the_documented_robustness_command_trains_the_cells_large_and_small_init_runs():
-    from anchorlab.robustness import Setting, study_spec
+    from anchorlab.papers.robustness import Setting, study_spec
     from anchorlab.tasks.anchor.opsets import random_op_sets
 
     sets = ["model.d_ff=384", "init.ref_width=400", "optim.lr=1e-5", "optim.min_lr=1e-5", "train.amp=auto",
@@ -331,7 +331,7 @@ def cell_row(**given) -> dict:
 
 
 def test_the_cell_figure_draws_a_clocks_every_peak_row_only_where_it_holds_other_runs_than_the_range():
-    from anchorlab.plots.headline import panel_rows, plot_cell
+    from anchorlab.papers.plots.headline import panel_rows, plot_cell
 
     def cell(clock, lrs, gamma, n):
         return cell_row(clock=clock, lrs=lrs, op_set="papers'", paper_gamma=gamma, n_runs=n)
@@ -346,7 +346,7 @@ def test_the_cell_figure_draws_a_clocks_every_peak_row_only_where_it_holds_other
 
 
 def test_the_cell_figure_blanks_a_panel_without_runs_and_keeps_its_legend():
-    from anchorlab.plots.headline import plot_cell
+    from anchorlab.papers.plots.headline import plot_cell
 
     def cell(clock, op, gamma):
         return cell_row(clock=clock, op_set=op, paper_gamma=gamma)
@@ -364,7 +364,7 @@ def test_the_cell_figure_blanks_a_panel_without_runs_and_keeps_its_legend():
 
 
 def test_the_cell_figure_names_each_op_set_by_its_held_out_pair():
-    from anchorlab.plots.headline import op_title, plot_cell
+    from anchorlab.papers.plots.headline import op_title, plot_cell
 
     papers, other = "{1:+5,2:+1,3:-2,4:-8} (4,3) held out, (3,4)->x-6", "{1:-2,2:+3,3:+1,4:-5} (3,2) held out, (2,3)->x+9"
     assert op_title(papers) == "(4,3) held out, {1:+5,2:+1,3:-2,4:-8}"
@@ -379,7 +379,7 @@ def test_the_cell_figure_names_each_op_set_by_its_held_out_pair():
 
 
 def test_the_cell_figure_legend_names_the_papers_values_when_the_first_panel_has_none():
-    from anchorlab.plots.headline import plot_cell
+    from anchorlab.papers.plots.headline import plot_cell
 
     def cell(clock, gamma):
         return cell_row(clock=clock, op_set="a", paper_gamma=gamma)
@@ -425,7 +425,7 @@ def test_the_fitted_reading_rereads_the_cells_from_the_trajectories_and_refuses_
 
 
 def test_the_map_says_where_a_cells_seeds_ran_different_lrs():
-    from anchorlab.reproduce.figures_fig2_map import cells_markdown
+    from anchorlab.papers.reproduce.figures_fig2_map import cells_markdown
 
     base = dict(threshold=0.5, id_min=0.9, solution="memorizes", n_runs=14)
     cells = pd.DataFrame([cell_row(**base, lrs_min=4, lrs_max=5), cell_row(**base, op_set="b", lrs_min=5, lrs_max=5)])
@@ -436,7 +436,7 @@ def test_the_map_says_where_a_cells_seeds_ran_different_lrs():
 
 
 def test_the_map_counts_the_contrast_case_by_case_where_both_gammas_ran_the_same_seed_and_lr():
-    from anchorlab.reproduce.figures_fig2_map import pairs_markdown
+    from anchorlab.papers.reproduce.figures_fig2_map import pairs_markdown
 
     def row(gamma, seed, lr, i, inf, sym, device="cpu: X", op="a"):
         return {"clock": 0.5, "model.n_layers": 2, "op_set": op, "paper_gamma": gamma, "peak_lr": lr, "seed": seed,

@@ -9,10 +9,10 @@ import pytest
 
 from anchorlab.cli import main
 from anchorlab.eval.definitions import metric_definition
-from anchorlab.eval.journal_cells import (JOURNAL_LR_SUM, claim_lines, claim_summary, depth_table, journal_cells,
+from anchorlab.papers.eval.journal_cells import (JOURNAL_LR_SUM, claim_lines, claim_summary, depth_table, journal_cells,
                                           journal_label, journal_view, journal_wd, main_cells)
-from anchorlab.reproduce import FIGURES
-from anchorlab.reproduce.runner import figure_spec
+from anchorlab.papers.reproduce import FIGURES
+from anchorlab.papers.reproduce.runner import figure_spec
 from anchorlab.sweep.grid import expand
 from anchorlab.train.run import init_model
 
@@ -147,7 +147,7 @@ def test_a_table_without_the_definitions_columns_is_one_line():
 
 # ------------------------------------------------------------------ the figure
 def test_journal_fig3_end_to_end_on_tiny_runs_and_redrawn_from_its_table(tmp_path, tiny_overrides, capsys):
-    from anchorlab.reproduce.figures_journal3 import make_journal3
+    from anchorlab.papers.reproduce.figures_journal3 import make_journal3
     from anchorlab.sweep.runner import run_sweep
     from anchorlab.sweep.runtable import run_table
 
@@ -202,6 +202,6 @@ def test_dry_run_states_the_rule_the_options_and_the_cost(tmp_path, capsys):
 
 
 def _clock_spec(clock):
-    from anchorlab.reproduce.runner import figure_spec
+    from anchorlab.papers.reproduce.runner import figure_spec
 
     return figure_spec(FIGURES["journal-fig3"], "cpu", options={"clock": clock})

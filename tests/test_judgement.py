@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from anchorlab.config import ConfigError
-from anchorlab.eval.judgement import contrast_cells, contrast_rates, paper_cells, seed_bests
+from anchorlab.papers.eval.judgement import contrast_cells, contrast_rates, paper_cells, seed_bests
 
 LRS = (1e-3, 2e-3, 4e-3)
 
@@ -69,7 +69,7 @@ def test_contrast_by_the_papers_rule_at_both_thresholds_beside_the_per_run_rates
 
 
 def test_cell_solution_reads_both_mappings_and_the_strict_contrast_asks_the_other_below():
-    from anchorlab.eval.judgement import cell_solution
+    from anchorlab.papers.eval.judgement import cell_solution
 
     assert cell_solution(0.95, 0.7, 0.2, 0.5) == "composes" and cell_solution(0.95, 0.2, 0.7, 0.5) == "memorizes"
     assert cell_solution(0.95, 0.6, 0.9, 0.5) == "both" and cell_solution(0.95, 0.3, 0.4, 0.5) == "neither"
@@ -88,7 +88,7 @@ def test_cell_solution_reads_both_mappings_and_the_strict_contrast_asks_the_othe
 
 
 def test_the_fitted_reading_takes_each_runs_best_only_where_id_had_fitted():
-    from anchorlab.eval.judgement import fitted_bests
+    from anchorlab.papers.eval.judgement import fitted_bests
 
     curves = pd.DataFrame(
         [("a", 0, 0.10, 0.0, 0.0), ("a", 1, 0.80, 0.72, 0.05),   # composes while ID is still fitting ...

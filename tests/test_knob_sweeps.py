@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from anchorlab.reproduce.figures_realtasks import SETTING_NAMES, knob_effect, setting_names
+from anchorlab.papers.reproduce.figures_realtasks import SETTING_NAMES, knob_effect, setting_names
 from anchorlab.sweep.grid import expand, load_sweep, resolve_sweep
 
 

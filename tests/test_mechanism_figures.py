@@ -12,8 +12,8 @@ import pytest
 from anchorlab.analysis.over_seeds import group_mean, spread_over_seeds
 from anchorlab.cli import main
 from anchorlab.config import ConfigError
-from anchorlab.reproduce import FIGURES, figure_spec
-from anchorlab.reproduce.mechanism_picks import PickRule, pick_runs, picks_line
+from anchorlab.papers.reproduce import FIGURES, figure_spec
+from anchorlab.papers.reproduce.mechanism_picks import PickRule, pick_runs, picks_line
 from anchorlab.sweep.grid import expand
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,8 +111,8 @@ def test_rule_bars_ties_and_seeds_missing_on_a_side():
 
 
 def test_rule_reads_the_judgements_metric_columns():
-    from anchorlab.eval.judgement import MAPPINGS as JUDGEMENT
-    from anchorlab.reproduce.mechanism_picks import MAPPINGS
+    from anchorlab.papers.eval.judgement import MAPPINGS as JUDGEMENT
+    from anchorlab.papers.reproduce.mechanism_picks import MAPPINGS
 
     assert MAPPINGS == JUDGEMENT
 
@@ -142,7 +142,7 @@ def _fake_run(sweep: Path, sets: list[str], id_acc: float, inferential: float, s
 
 
 def test_candidates_are_the_last_specs_runs_and_depth_two_where_depths_mix(tmp_path):
-    from anchorlab.reproduce.mechanism_picks import candidate_table
+    from anchorlab.papers.reproduce.mechanism_picks import candidate_table
 
     sweep = tmp_path / "sweep"
     ids = {(g, L, seed): _fake_run(sweep, [f"init.gamma={g}", f"model.n_layers={L}", f"train.init_seed={seed}"],
@@ -279,7 +279,7 @@ def test_maker_analyzes_every_picked_run_and_reports_means_over_seeds(edited):
 
 
 def test_demo_scale_analyzes_the_pair_as_it_comes(edited):
-    from anchorlab.reproduce.figures_mechanism import picks_for
+    from anchorlab.papers.reproduce.figures_mechanism import picks_for
 
     out, _, _ = edited
     _, strict = picks_for(out / "sweep", "cpu")

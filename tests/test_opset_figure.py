@@ -2,10 +2,10 @@
 
 import pandas as pd
 
-from anchorlab.reproduce import FIGURES
-from anchorlab.eval.crossing import RUN_COLUMNS
-from anchorlab.reproduce.figures_opset import O1, O2, make_cross
-from anchorlab.reproduce.runner import claims_table
+from anchorlab.papers.reproduce import FIGURES
+from anchorlab.papers.eval.crossing import RUN_COLUMNS
+from anchorlab.papers.reproduce.figures_opset import O1, O2, make_cross
+from anchorlab.papers.reproduce.runner import claims_table
 from anchorlab.sweep.runtable import run_table
 
 

@@ -5,8 +5,8 @@ import math
 import pandas as pd
 import yaml
 
-from anchorlab.eval.crossing import op_set_outcomes
-from anchorlab.reproduce.figures_opset_many import (N_OP_SETS, RUNS_PER_INIT, _of, _per_run, property_aucs, run_fit_auc,
+from anchorlab.papers.eval.crossing import op_set_outcomes
+from anchorlab.papers.reproduce.figures_opset_many import (N_OP_SETS, RUNS_PER_INIT, _of, _per_run, property_aucs, run_fit_auc,
                                                     with_property)
 from anchorlab.sweep.grid import resolve_sweep
 from anchorlab.tasks.anchor.opsets import OpSet, random_op_sets
@@ -75,7 +75,7 @@ def test_the_fig2_table_lends_only_its_runs_of_this_design(tmp_path):
 def test_an_op_set_property_is_drawn_per_run():
     """The best property may be an op set's (small_fit_steps, abs_offset), not a run column: each run gets its op
     set's value, and the figure draws."""
-    from anchorlab.plots.opset import plot_outcome_vs_property
+    from anchorlab.papers.plots.opset import plot_outcome_vs_property
 
     runs = _runs([(6, ["composes", "composes"], ["memorizes", "memorizes"]),
                   (2, ["memorizes", "unfit"], ["memorizes", "memorizes"])])
@@ -130,7 +130,7 @@ def _aucs(rows):
 
 
 def test_the_kind_names_only_the_properties_clear_of_chance_with_their_direction():
-    from anchorlab.reproduce.figures_opset_many import kind
+    from anchorlab.papers.reproduce.figures_opset_many import kind
 
     a = _aucs({"offset_over_sd": (0.1, 0.0, 0.3), "step_gap": (0.6, 0.2, 0.9), "mirror_farther": (0.8, 0.55, 1.0),
                "small_fit_steps": (0.9, 0.7, 1.0)})

@@ -12,8 +12,8 @@ import pytest
 
 from anchorlab.config import ConfigError, load_config
 from anchorlab.eval.solution import SOLUTIONS, outcome
-from anchorlab.reproduce import figures_predictors as F
-from anchorlab.reproduce import figures_predictors_fit as S
+from anchorlab.papers.reproduce import figures_predictors as F
+from anchorlab.papers.reproduce import figures_predictors_fit as S
 from anchorlab.sweep.runtable import run_table
 
 pytest.importorskip("scipy")
@@ -97,7 +97,7 @@ def test_predictors_until_logs_early_and_last(tmp_path, tiny_overrides):
     train(cfg, tmp_path / "run10")
     rows = [json.loads(line) for line in (tmp_path / "run10" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "pred/margin/pair" in r] == [0, 2, 16]
-    from anchorlab.analysis.auc import features_at_fractions
+    from anchorlab.papers.analysis.auc import features_at_fractions
 
     got = features_at_fractions(tmp_path / "run10", (0.0, 0.1, 0.5, 1.0)).set_index("at_fraction")
     assert got.loc[0.1, "step"] == 2 and not np.isnan(got.loc[0.1, "margin/pair"])
@@ -139,7 +139,7 @@ def test_study_tables_from_a_tiny_sweep(tmp_path, tiny_overrides):
 
 
 def test_plot_auc_draws_and_names_missing_columns():
-    from anchorlab.plots.predictors import plot_auc
+    from anchorlab.papers.plots.predictors import plot_auc
 
     t = pd.DataFrame({"feature": ["a", "b", "a", "b"], "at_fraction": [0, 0, 0.1, 0.1], "auc": [0.5, 0.9, 0.6, 0.95],
                       "auc_lo": [0.3, 0.8, 0.4, 0.9], "auc_hi": [0.7, 1.0, 0.8, 1.0], "n_runs": 40})
@@ -151,7 +151,7 @@ def test_plot_auc_draws_and_names_missing_columns():
 
 # ------------------------------------------------------------------ the early verdict
 def test_verdict_model_by_hand(tiny_overrides):
-    from anchorlab.analysis.verdict import VerdictModel
+    from anchorlab.papers.analysis.verdict import VerdictModel
 
     vm = VerdictModel(0.1, ("a", "b"), (1.0, 0.0), (2.0, 1.0), (1.0, -1.0), 0.5, {"auc": 0.9},
                       {"model.d_model": 32, "init.gamma": 0.45})
@@ -169,7 +169,7 @@ def test_verdict_model_by_hand(tiny_overrides):
 
 
 def test_fit_verdict_analysis_and_callback(tmp_path, tiny_overrides, monkeypatch):
-    from anchorlab.analysis import verdict as V
+    from anchorlab.papers.analysis import verdict as V
     from anchorlab.analysis.registry import run_analysis
     from anchorlab.sweep.runner import run_sweep
     from anchorlab.train import train

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from anchorlab.analysis import predictors as P
-from anchorlab.analysis.auc import AUC_COLUMNS, auc_table, bootstrap_auc, features_at_fractions, mann_whitney_auc
+from anchorlab.papers.analysis import predictors as P
+from anchorlab.papers.analysis.auc import AUC_COLUMNS, auc_table, bootstrap_auc, features_at_fractions, mann_whitney_auc
 from anchorlab.config import load_config
 from anchorlab.tasks.anchor import AnchorData
 from anchorlab.tasks.base import build_task

@@ -7,7 +7,7 @@ import pytest
 
 from anchorlab.analysis.reasoning import convergence_table, first_reach, grid_mean
 from anchorlab.cli import main
-from anchorlab.reproduce import FIGURES
+from anchorlab.papers.reproduce import FIGURES
 from anchorlab.sweep.runtable import histories_of, rows_of
 
 TINY_MODEL = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "model.n_layers=1"]
@@ -21,7 +21,7 @@ def _reproduce(fig, out, extra):
 
 
 def test_the_new_figures_expand_at_both_scales():
-    from anchorlab.reproduce import figure_spec
+    from anchorlab.papers.reproduce import figure_spec
     from anchorlab.sweep.grid import expand
 
     n = {"journal-fig7c": (8, 12), "journal-fig7e": (None, None)}

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from anchorlab.cli import main
-from anchorlab.reproduce import FIGURES, figure_spec
-from anchorlab.reproduce.runner import SCALES
+from anchorlab.papers.reproduce import FIGURES, figure_spec
+from anchorlab.papers.reproduce.runner import SCALES
 
 TINY = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024", "task.n_eval_per_group=16",
         "train.batch_size=256", "train.epochs=1", "train.eval_every=2"]
@@ -129,7 +129,7 @@ def test_unknown_figure_and_scale_are_one_line_errors(capsys):
 
 
 def test_a_claim_that_cannot_be_computed_is_nan_not_a_crash():
-    from anchorlab.reproduce.runner import claims_table
+    from anchorlab.papers.reproduce.runner import claims_table
 
     t = claims_table(FIGURES["neurips-fig2"], {"cells": pd.DataFrame({"x": [1]})})
     assert len(t) == 8 and all(isinstance(v, float) and math.isnan(v) for v in t.ours)
@@ -139,7 +139,7 @@ def test_list_is_quick_never_prints_nan_states_its_rates_and_downloads_nothing(c
     import time
     import urllib.request
 
-    from anchorlab.reproduce.estimate import CPU_FLOPS
+    from anchorlab.papers.reproduce.estimate import CPU_FLOPS
 
     monkeypatch.setenv("ANCHORLAB_DATA_DIR", str(tmp_path / "empty"))
     monkeypatch.setenv("ANCHORLAB_CACHE", str(tmp_path / "cache"))
@@ -198,7 +198,7 @@ def test_list_imports_neither_torch_nor_pandas_and_prints_what_it_printed_with_t
 
 def test_cpu_hours_use_the_bf16_rate_only_where_the_run_resolves_to_bf16():
     from anchorlab.config import load_config
-    from anchorlab.reproduce.estimate import CPU_BF16_FLOPS, CPU_EMULATED_BF16_FLOPS, CPU_FLOPS, cpu_rate, sweep_compute
+    from anchorlab.papers.reproduce.estimate import CPU_BF16_FLOPS, CPU_EMULATED_BF16_FLOPS, CPU_FLOPS, cpu_rate, sweep_compute
 
     auto = load_config("demo/small", ["train.amp=auto"])
     fp32 = load_config("demo/small", ["train.amp=none"])
@@ -218,8 +218,8 @@ def test_cpu_hours_use_the_bf16_rate_only_where_the_run_resolves_to_bf16():
 
 def test_a_figure_has_exactly_one_maker_and_options_change_its_spec_or_refuse():
     from anchorlab.config import ConfigError
-    from anchorlab.reproduce.registry import Figure, Option
-    from anchorlab.reproduce.runner import apply_options
+    from anchorlab.papers.reproduce.registry import Figure, Option
+    from anchorlab.papers.reproduce.runner import apply_options
 
     with pytest.raises(ValueError, match="exactly one of make"):
         Figure("x", "study", "n", "s", {"cpu": "fig2_demo"})
@@ -249,7 +249,7 @@ def test_a_figure_has_exactly_one_maker_and_options_change_its_spec_or_refuse():
 
 
 def test_journal_fig10_reads_its_runs_through_the_run_table(tmp_path, tiny_overrides):
-    from anchorlab.reproduce.figures_phase import make_fig10
+    from anchorlab.papers.reproduce.figures_phase import make_fig10
     from anchorlab.sweep.runner import run_sweep
 
     spec = {"name": "tiny-fig10", "base": "demo/small", "set": tiny_overrides + ["train.epochs=1"],

@@ -6,7 +6,7 @@ import pytest
 from anchorlab.cli import main
 from anchorlab.cli.args import parse_setting, parse_vary
 from anchorlab.config import ConfigError, experiment_from_dict
-from anchorlab.robustness import Setting, judge, rate_map, rates, study_spec
+from anchorlab.papers.robustness import Setting, judge, rate_map, rates, study_spec
 from anchorlab.sweep.grid import expand
 from anchorlab.tasks.anchor import AnchorTask
 from anchorlab.tasks.anchor.opsets import PAPERS, random_op_sets
@@ -83,8 +83,8 @@ def test_robustness_command_end_to_end(tmp_path, capsys):
 
 
 def test_the_default_settings_are_the_demos():
-    from anchorlab.demo import DEMO_GAMMAS
-    from anchorlab.robustness import DEFAULT_SETTINGS
+    from anchorlab.papers.demo import DEMO_GAMMAS
+    from anchorlab.papers.robustness import DEFAULT_SETTINGS
 
     assert {s.name: s.overrides for s in DEFAULT_SETTINGS} == {k: {"init.gamma": g} for k, g in DEMO_GAMMAS.items()}
 
@@ -143,7 +143,7 @@ def test_robustness_regime_map_end_to_end(tmp_path, capsys):
 
 
 def test_paired_cases_by_hand():
-    from anchorlab.robustness import paired_cases
+    from anchorlab.papers.robustness import paired_cases
 
     rows = []
     for amp, small in (("none", (0.99, 0.8, 0.1)), ("bf16", (0.99, 0.1, 0.8))):   # small init flips
@@ -190,12 +190,12 @@ def test_robustness_with_peak_lrs_reports_the_papers_rule_beside_the_per_run_rat
     cf = pd.read_csv(d / "cells_fitted.csv")
     assert (cf["small_init.inferential_best"] <= cells["small_init.inferential_best"] + 1e-12).all()
     with pytest.raises(ConfigError, match="peak_lrs"):
-        from anchorlab.robustness import run_study
+        from anchorlab.papers.robustness import run_study
         run_study(str(tmp_path / "x"), "demo/small", 1, [0], peak_lrs=[1e-3], vary={"optim.peak_lr": [1e-3]})
 
 
 def test_a_study_reads_only_its_own_runs_from_a_shared_directory(tmp_path):
-    from anchorlab.robustness import run_study
+    from anchorlab.papers.robustness import run_study
 
     tiny = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024", "task.n_eval_per_group=16",
             "train.batch_size=256", "train.eval_every=4"]
@@ -206,8 +206,8 @@ def test_a_study_reads_only_its_own_runs_from_a_shared_directory(tmp_path):
 
 
 def test_the_fitted_reading_by_hand_and_none_where_a_run_lacks_its_history():
-    from anchorlab.eval.judgement import with_fitted_bests
-    from anchorlab.robustness import fitted_tables, judged_files, judgement_tables
+    from anchorlab.papers.eval.judgement import with_fitted_bests
+    from anchorlab.papers.robustness import fitted_tables, judged_files, judgement_tables
     from anchorlab.sweep.runtable import curves_of
 
     # one op set, one seed: the small init composes only while ID is 0.6, then takes the mirror

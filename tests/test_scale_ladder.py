@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from anchorlab.reproduce import figures_scale as fs
+from anchorlab.papers.reproduce import figures_scale as fs
 from anchorlab.sweep.grid import expand, load_sweep
 
 FIGS = Path(__file__).parents[1] / "docs" / "figures"
@@ -86,7 +86,7 @@ def test_runs_are_judged_per_run_and_a_rung_is_ready_with_seeds_0_and_1():
 
 
 def test_the_figure_redraws_from_the_committed_rows(tmp_path):
-    from anchorlab.reproduce import reproduce
+    from anchorlab.papers.reproduce import reproduce
 
     tables = [str(FIGS / "opset_many_cpu.csv"), str(FIGS / "fig2_cell_cpu.csv")]
     ladder = FIGS / "scale_ladder_cpu.csv"

@@ -188,7 +188,7 @@ def test_scan_paper_preset_is_paper_scale(shared_datasets):
 
 def test_fig7_plot_draws_one_line_per_setting_and_metric():
     import pandas as pd
-    from anchorlab.plots.realtasks import plot_exact_vs_train_size
+    from anchorlab.papers.plots.realtasks import plot_exact_vs_train_size
     rows = [{"dataset": ds, "setting": st, "train_size": n, "ood_exact": o, "id_exact": 0.9}
             for ds in ("scan", "cogs") for st, o in (("small", 0.6), ("large", 0.2)) for n in (2000, 8000)]
     rows.append({"dataset": "scan", "setting": "small", "train_size": 2000, "ood_exact": 0.4, "id_exact": 0.9})
@@ -205,7 +205,7 @@ def test_fig7_plot_draws_one_line_per_setting_and_metric():
 
 def test_matched_plot_orders_the_2x2_and_marks_runs_that_hit_the_cap():
     import pandas as pd
-    from anchorlab.plots.realtasks import SETTING_ORDER, plot_matched
+    from anchorlab.papers.plots.realtasks import SETTING_ORDER, plot_matched
     rows = [{"dataset": "scan", "setting": st, "ood_exact": o + 0.1 * seed, "steps": 100 + seed,
              "reached_id": not (st.startswith("large init + small") and seed == 1)}
             for st, o in zip(reversed(SETTING_ORDER), (0.1, 0.2, 0.5, 0.6)) for seed in (0, 1)]

@@ -211,7 +211,7 @@ def test_complexity_targets_first_k_groups_shifted(k):
 def test_plots_return_figures_and_write_png(tmp_path):
     import matplotlib.figure
 
-    from anchorlab.plots.speed import plot_complexity_speed, plot_pair_speed
+    from anchorlab.papers.plots.speed import plot_complexity_speed, plot_pair_speed
 
     rows = []
     for g in (0.3, 0.8):

@@ -42,18 +42,21 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
      "frozen dataclasses <-> YAML, one-line errors; optional packages; the data cache"),
     ("model", ("model",), "transformer with hook points, KV cache, init rate, parameter roles"),
     ("tasks", ("tasks",), "the Task protocol and the task families: data, loss, evaluation"),
-    ("eval", ("eval",), "the judgement: a run's solution, the papers' cell, the Fig. 2 cells and lr readings, the "
-                        "case-by-case contrast, the gamma x wd grid, the phase rules and the metric vocabulary"),
+    ("eval", ("eval",), "a run's solution, the phase rules and the metric vocabulary"),
     ("plots", ("plots",), "figures only: tables in, matplotlib Figure out, one saver"),
     ("train", ("train", "tracking"), "the one run lifecycle, single and stacked loops, checkpoints, tracking"),
     ("analysis", ("analysis",), "pure analyses of runs -> tables; the analysis registry"),
     ("sweep", ("sweep",), "grid, runner, executors, the results store, aggregation, reading a sweep back, the run "
                           "table (run dirs, sweep dirs and committed CSVs -> one row per run)"),
     ("report", ("report", "report_page"), "a sweep's HTML page"),
-    ("reproduce", ("reproduce",), "paper figures and the CPU studies: sweep per scale -> run table or sweep dir "
-                                  "-> maker -> figure and claims"),
-    ("studies", ("robustness", "demo", "demo_journal", "bench"),
-     "the robustness study, the CPU demo (journal and mirror task), the training benchmark"),
+    ("bench", ("bench",), "the training benchmark: step times per path and shape, a new CPU read"),
+    # The papers' layer (anchorlab.papers): nothing below it imports it (test_the_library_never_imports_the_papers).
+    ("papers-judgement", ("papers.eval", "papers.analysis", "papers.plots"),
+     "the papers' judgement (cell, readings, contrast, crossing, wd grid), the predictors study's fits, their figures"),
+    ("papers-figures", ("papers.reproduce", "papers.analyses"),
+     "paper figures and the CPU studies: sweep per scale -> run table or sweep dir -> maker -> figure and claims"),
+    ("papers-studies", ("papers.robustness", "papers.demo", "papers.demo_journal", "papers"),
+     "the robustness study, the CPU demo (journal and mirror task), the papers' public names"),
     ("entry", ("cli", ""), "the command line and the public API"),
 ]
 
@@ -227,13 +230,16 @@ def report() -> str:
     up = upward_imports(graph)
     mod_loops = loops(graph)
     pkg_loops = loops(package_graph(graph)) + loops(package_graph(graph, depth=2))
+    lib_papers = library_to_papers(graph)
     out = [f"{len(graph)} modules, {sum(map(len, graph.values()))} imports; "
            f"{len(up)} upward imports, {len(mod_loops) + len(pkg_loops)} loops "
-           f"({len(mod_loops)} between modules, {len(pkg_loops)} between packages)"]
+           f"({len(mod_loops)} between modules, {len(pkg_loops)} between packages); "
+           f"{len(lib_papers)} library -> papers imports"]
     out += [f"  in no layer: {m}" for m in unlayered(graph)]
     out += [f"  upward: {e}" for e in up]
     out += [f"  module loop: {' -> '.join(c)}" for c in mod_loops]
     out += [f"  package loop: {' -> '.join(c)}" for c in pkg_loops]
+    out += [f"  library -> papers: {e}" for e in lib_papers]
     return "\n".join(out)
 
 
@@ -246,6 +252,23 @@ def test_every_module_has_a_layer():
 def test_imports_point_down_the_layers():
     up = upward_imports()
     assert not up, f"{len(up)} upward imports (importer -> imported):\n" + "\n".join(up)
+
+
+def library_to_papers(graph: dict[str, set[str]] | None = None) -> list[str]:
+    """``importer -> imported`` for every import of :mod:`anchorlab.papers` by the library (every module outside
+    the papers' package and the command line, the public API ``anchorlab`` included)."""
+    graph = import_graph() if graph is None else graph
+    papers = lambda m: m == "anchorlab.papers" or m.startswith("anchorlab.papers.")  # noqa: E731
+    library = [m for m in graph if not papers(m) and not m.startswith("anchorlab.cli")]
+    return [f"{m} -> {d}" for m in sorted(library) for d in sorted(graph[m]) if papers(d)]
+
+
+def test_the_library_never_imports_the_papers():
+    found = library_to_papers()
+    assert not found, f"{len(found)} library -> papers imports:\n" + "\n".join(found)
+    assert library_to_papers({"anchorlab.sweep.runtable": {"anchorlab.papers.eval.cells"},
+                              "anchorlab.papers.eval.cells": set()}) == [
+        "anchorlab.sweep.runtable -> anchorlab.papers.eval.cells"]
 
 
 def test_no_import_cycles_between_modules():
@@ -269,7 +292,8 @@ def test_structure_report_says_zero(capsys):
 def test_the_walk_sees_function_level_type_checking_and_relative_imports():
     g = import_graph()
     # anchorlab/__init__.py imports everything only under TYPE_CHECKING; evaluate() imports .train in its body
-    assert {"anchorlab.train", "anchorlab.reproduce", "anchorlab.sweep.runner"} <= g["anchorlab"]
+    assert {"anchorlab.train", "anchorlab.sweep.runner"} <= g["anchorlab"]
+    assert "anchorlab.papers.reproduce" in g["anchorlab.papers"]
     assert "anchorlab.io" in g["anchorlab.plots.save"]              # `from ..io import atomic_write` in a function
 
 

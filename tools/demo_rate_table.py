@@ -5,7 +5,7 @@
     anchorlab demo --seeds 3 --op-set 2 --out runs/demo_rate_op2
     python tools/demo_rate_table.py runs/demo_rate runs/demo_rate_op1 runs/demo_rate_op2 > docs/figures/demo_rate_cpu.csv
 
-One row per finished run found under each DIR/runs (anchorlab.demo_journal.RATE_COLUMNS and RATE_EXTRA, with
+One row per finished run found under each DIR/runs (anchorlab.papers.demo_journal.RATE_COLUMNS and RATE_EXTRA, with
 the run's clock as a fraction of the journal's 92,190 steps), the folders in the order given, each folder's runs
 by seed and gamma. It reads the run directories, so it also gathers runs of settings the demo no longer trains
 (another clock or gamma) for the record.
@@ -21,7 +21,7 @@ JOURNAL_STEPS = 92_190
 
 
 def rows_of(folder: Path) -> list[dict]:
-    from anchorlab import demo_journal as dj
+    from anchorlab.papers import demo_journal as dj
 
     out = []
     for d in sorted((folder / "runs").iterdir()):
@@ -36,7 +36,7 @@ def rows_of(folder: Path) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
-    from anchorlab import demo_journal as dj
+    from anchorlab.papers import demo_journal as dj
 
     if not argv:
         print(__doc__, file=sys.stderr)

@@ -41,8 +41,8 @@ def _journal_runs() -> tuple[pd.DataFrame, int, int]:
     """The journal grid's committed per-run rows at the grid's depth (docs/figures/journal_fig3_cpu.csv; a
     corner run at another depth is left out) and the numbers of runs and cells of the figure's cpu grid (its
     default options)."""
-    from anchorlab.reproduce import FIGURES as REGISTERED
-    from anchorlab.reproduce.runner import figure_spec
+    from anchorlab.papers.reproduce import FIGURES as REGISTERED
+    from anchorlab.papers.reproduce.runner import figure_spec
     from anchorlab.sweep.grid import expand
 
     plan = expand(figure_spec(REGISTERED["journal-fig3"], "cpu"))
@@ -127,7 +127,7 @@ def _journal_holds(claim: str) -> tuple[int, int]:
 def c3_journal_reading() -> str:
     """C3 in one line from the journal's own grid: its runs so far and, per claim, the lines that go the
     journal's way (best over training)."""
-    from anchorlab.reproduce.figures_journal3 import INIT, WD
+    from anchorlab.papers.reproduce.figures_journal3 import INIT, WD
 
     runs, planned, _ = _journal_runs()
     parts = [f"{what} on {ratio(*_journal_holds(claim))} {unit}" for what, claim, unit in (
@@ -140,7 +140,7 @@ def c3_status() -> str:
     way on every line judged: reproduced; on some lines: partly; on none: not reproduced. Until then from the
     NeurIPS-task grid (gamma_wd_cpu): wd lifts every gamma's inferential accuracy, and the smallest init beats
     the largest at no decay."""
-    from anchorlab.reproduce.figures_journal3 import INIT, WD
+    from anchorlab.papers.reproduce.figures_journal3 import INIT, WD
 
     runs, planned, _ = _journal_runs()
     if len(runs) >= planned:

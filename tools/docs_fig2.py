@@ -134,7 +134,7 @@ def c2_depth() -> str:
 def demo_pair() -> str:
     """The demo's two inits by std: plain gamma at width 128 and the paper gamma of the same std."""
     from anchorlab import load_config
-    from anchorlab.demo import DEMO_GAMMAS, DEMO_PRESET
+    from anchorlab.papers.demo import DEMO_GAMMAS, DEMO_PRESET
 
     width = load_config(DEMO_PRESET).model.d_model
     rows = [[f"`{arm}`", f"{g:g}", str(width), f"{width ** -g:.3f}", f"{paper_gamma(g, width):.2f}",
@@ -148,7 +148,7 @@ def demo_pair() -> str:
 def demo_journal_pair() -> str:
     """The demo's two inits on the journal's task: journal gamma (std 640^-gamma at width 128), its std, and the
     NeurIPS paper gamma of that std (the std at width 400)."""
-    from anchorlab import demo_journal as dj
+    from anchorlab.papers import demo_journal as dj
     from anchorlab import load_config
 
     width = load_config(dj.PRESET).model.d_model
@@ -161,7 +161,7 @@ def demo_journal_pair() -> str:
 def demo_rate() -> str:
     """The journal demo's measured rate (demo_rate_cpu.csv): per step set, the seeds where each arm did what the
     contrast asks and both did, the arms' median final accuracies, and the wall time of a pair of models."""
-    from anchorlab import demo_journal as dj
+    from anchorlab.papers import demo_journal as dj
 
     rate = table(dj.RATE_TABLE)
     summary = dj.rate_summary(rate).set_index("op_set")
@@ -185,7 +185,8 @@ def demo_rate() -> str:
 
 def dj_clock() -> float:
     """The demo preset's clock as a fraction of the journal's 92,190 steps (the rate table's ``clock`` column)."""
-    from anchorlab import demo_journal as dj, load_config
+    from anchorlab import load_config
+    from anchorlab.papers import demo_journal as dj
 
     c = load_config(dj.PRESET)
     return round(c.train.plan(c.task.n_train)[1] / 92_190, 4)
@@ -195,7 +196,7 @@ def demo_clocks() -> str:
     """Every clock and gamma the demo's setting was measured at, papers' steps (demo_rate_cpu.csv and the runs of
     the other clocks, demo_rate_clocks_cpu.csv): per clock and init, the seeds that fitted the seen pairs,
     memorized them (unseen <= 0.2) and composed (unseen >= 0.8)."""
-    from anchorlab import demo_journal as dj
+    from anchorlab.papers import demo_journal as dj
 
     t = pd.concat([table(dj.RATE_TABLE), table("demo_rate_clocks_cpu.csv")], ignore_index=True)
     t = t[t.op_set == t.op_set.iloc[0]]
@@ -216,7 +217,7 @@ def demo_clocks() -> str:
 def demo_rate_short() -> str:
     """One sentence for the README: the demo's contrast rate on the papers' steps and on the other step sets, and
     whether it reaches the 9 seeds in 10 a reliable demo needs."""
-    from anchorlab import demo_journal as dj
+    from anchorlab.papers import demo_journal as dj
 
     s = dj.rate_summary(table(dj.RATE_TABLE))
     first, rest = s.iloc[0], s.iloc[1:]
@@ -255,7 +256,7 @@ def demo_rule() -> str:
 def demo_rule_paths() -> str:
     """The two paths' runs on the op sets both studies share (demo_rule_paths_cpu_paired.csv): how many runs end
     in the same solution, what the others moved between, and the papers' rule per path on those op sets."""
-    from anchorlab.robustness import judgement_tables
+    from anchorlab.papers.robustness import judgement_tables
 
     p = table("demo_rule_paths_cpu_paired.csv")
     shared = set(p.op_set)
@@ -300,9 +301,9 @@ def task_paragraph() -> str:
 
 def c1_crossing() -> str:
     """C1: the op-set crossing so far (docs/figures/opset_cross_cpu.csv), per op set and paper gamma, with the
-    rule's reading (anchorlab.eval.crossing: pending until 9 small-init runs per op set)."""
-    from anchorlab.eval.crossing import crossing_verdict, op_set_counts
-    from anchorlab.reproduce.figures_opset import O1, O2
+    rule's reading (anchorlab.papers.eval.crossing: pending until 9 small-init runs per op set)."""
+    from anchorlab.papers.eval.crossing import crossing_verdict, op_set_counts
+    from anchorlab.papers.reproduce.figures_opset import O1, O2
     from anchorlab.tasks.anchor.opsets import op_set_properties
 
     runs = table("opset_cross_cpu.csv")
@@ -339,8 +340,8 @@ def c1_many() -> str:
     0.3 / 0.8 x seeds 0-1 at one peak, 1/2x clock), one row per op set, and the property AUCs
     (docs/figures/opset_properties_cpu.csv) once both outcomes occur."""
     from anchorlab.analysis.answers import KINDS
-    from anchorlab.eval.crossing import op_set_outcomes
-    from anchorlab.reproduce.figures_opset_many import N_OP_SETS, RUNS_PER_INIT, kind, per_run_rate, run_fit_auc
+    from anchorlab.papers.eval.crossing import op_set_outcomes
+    from anchorlab.papers.reproduce.figures_opset_many import N_OP_SETS, RUNS_PER_INIT, kind, per_run_rate, run_fit_auc
     from anchorlab.tasks.anchor.opsets import op_set_properties, random_op_sets
 
     ops = random_op_sets(N_OP_SETS, seed=0)
@@ -426,7 +427,7 @@ def c1_answers() -> str:
     from collections import Counter
 
     from anchorlab.analysis.answers import KINDS
-    from anchorlab.reproduce.figures_opset import O1, O2
+    from anchorlab.papers.reproduce.figures_opset import O1, O2
     from anchorlab.tasks.anchor.opsets import op_set_properties
 
     runs = table("opset_cross_cpu.csv")[["run_id", "op_set", "paper_gamma"]]
@@ -455,7 +456,7 @@ def c1_answers() -> str:
 def c1_ladder() -> str:
     """The scale ladder (scale_ladder_cpu.csv, one row per run): per rung over the three op sets, each rate with
     its Wilson interval and the papers' cell beside it; then the rule's verdict for width and for data."""
-    from anchorlab.reproduce import figures_scale as fs
+    from anchorlab.papers.reproduce import figures_scale as fs
 
     runs = table("scale_ladder_cpu.csv")
     rungs = fs.rung_table(runs)

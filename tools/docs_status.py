@@ -42,8 +42,8 @@ def _c1_ours() -> str:
 def _c1_many() -> str:
     """The many-op-set study in a phrase: on how many finished op sets the contrast holds (at least half of the
     runs each way, and in every run), of how many in its design, and on which kind (``figures_opset_many.kind``)."""
-    from anchorlab.eval.crossing import op_set_outcomes
-    from anchorlab.reproduce.figures_opset_many import N_OP_SETS, RUNS_PER_INIT, kind
+    from anchorlab.papers.eval.crossing import op_set_outcomes
+    from anchorlab.papers.reproduce.figures_opset_many import N_OP_SETS, RUNS_PER_INIT, kind
 
     o = op_set_outcomes(table("opset_many_cpu.csv"), per_init=RUNS_PER_INIT)
     done = o[o.done]
@@ -91,7 +91,7 @@ def _c3_ours() -> str:
 
 def _demo_reading() -> str:
     """The demo as an instance of C3's init-rate axis: phase 2 (large init) against phase 3 (small init)."""
-    from anchorlab import demo_journal as dj
+    from anchorlab.papers import demo_journal as dj
 
     s = dj.rate_summary(table(dj.RATE_TABLE))
     first = s.iloc[0]

@@ -12,6 +12,10 @@ The public API (stable for notebooks and scripts)::
     table = apply_init_rate(torch.nn.Linear(16, 4), gamma=0.7, seed=0)   # any torch module
     df = run_sweep("fig2_cpu", "runs/fig2")
     rows = run_table(["runs/fig2", "docs/figures/fig2_cell_cpu.csv"])   # one row per run: dirs and committed CSVs
+
+The papers' layer on top of it (figures, studies, claims, the papers' judgement) is :mod:`anchorlab.papers`::
+
+    from anchorlab.papers import cell_table, reproduce
     cells = cell_table(rows)                                  # the papers' cell beside the per-run rate
 
 (README.md has a version of this that runs as pasted in under a minute.)
@@ -43,11 +47,8 @@ _API = {
     "EvalResult": "anchorlab.tasks.base:EvalResult",
     "build_task": "anchorlab.tasks.base:build_task",
     "run_analysis": "anchorlab.analysis.registry:run_analysis",
-    "reproduce": "anchorlab.reproduce:reproduce",
     "run_table": "anchorlab.sweep.runtable:run_table",
     "curve_table": "anchorlab.sweep.runtable:curve_table",
-    "cell_table": "anchorlab.eval.cells:cell_table",
-    "paper_cells": "anchorlab.eval.judgement:paper_cells",
     "outcome": "anchorlab.eval.solution:outcome",
 }
 
@@ -85,12 +86,9 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover
     from anchorlab.analysis.registry import run_analysis
     from anchorlab.config import ConfigError, ExperimentConfig, experiment_from_dict, load_config
-    from anchorlab.eval.cells import cell_table
-    from anchorlab.eval.judgement import paper_cells
     from anchorlab.eval.solution import outcome
     from anchorlab.model.init import apply_init_rate
     from anchorlab.model.transformer import build_model
-    from anchorlab.reproduce import reproduce
     from anchorlab.sweep.runner import run_sweep
     from anchorlab.sweep.runtable import curve_table, run_table
     from anchorlab.tasks.base import EvalResult, Task, build_task

@@ -52,7 +52,7 @@ MODELS: dict[str, Entry] = {
 CALLBACKS: dict[str, str] = {
     "complexity": "anchorlab.analysis.spectra:ComplexityCallback",   # train.log_complexity
     # train.log_predictors; built as cls(task, train_data, eval_data) since its features read the run's data
-    "predictors": "anchorlab.analysis.predictors:PredictorCallback",
+    "predictors": "anchorlab.papers.analysis.predictors:PredictorCallback",
 }
 
 

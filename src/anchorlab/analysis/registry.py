@@ -35,14 +35,12 @@ from anchorlab.plots import complexity as cplots
 from anchorlab.plots.answers import answers_figure
 from anchorlab.plots.coord_check import coord_check_figure
 from anchorlab.plots import mechanism as mplots
-from anchorlab.plots import predictors as pplots
 from anchorlab.plots import reasoning as rplots
 from anchorlab.analysis import answers as ans
 from anchorlab.analysis import complexity as cx
 from anchorlab.analysis import coord_check as cc
 from anchorlab.analysis import mechanism as mech
 from anchorlab.analysis import reasoning as rsn
-from anchorlab.analysis import early_verdict as vd
 from anchorlab.analysis.complexity import complexity_summary, sweep_stable_ranks
 from anchorlab.analysis.mechanism import compare_runs
 
@@ -98,8 +96,6 @@ ANALYSES: dict[str, Analysis] = {a.name: a for a in (
              cx.StableRankOptions, cx.compute_stable_rank, cplots.stable_rank_figure),
     Analysis("addition-grid", "accuracy of every a + b as a 100x100 heatmap, held-out square outlined (journal Fig. 7C)",
              rsn.AdditionGridOptions, rsn.compute_addition_grid, rplots.addition_grid_figure, ("addition",)),
-    Analysis("early-verdict", "will the run compose or memorize (4,3)? a logistic verdict from its early predictors",
-             vd.EarlyVerdictOptions, vd.compute_early_verdict, pplots.verdict_figure, ANCHOR),
     Analysis("answers", "every answer on the held-out pairs, named: composition, mirror, another pair's target, other",
              ans.AnswersOptions, ans.compute_answers, answers_figure, ANCHOR),
     Analysis("coord-check", "init std and the first steps' activation scales vs width (mup-style coordinate check)",
@@ -129,6 +125,15 @@ MULTI_RUN: dict[str, MultiRunAnalysis] = {a.name: a for a in (
     MultiRunAnalysis("answers-summary", "the top answer on each held-out pair and the share of each kind, side by side",
                      ans.AnswersSummaryOptions, ans.answers_summary, ANCHOR),
 )}
+
+
+def register_analysis(analysis: Analysis) -> Analysis:
+    """Add ``analysis`` to :data:`ANALYSES` (a layer above the library, such as :mod:`anchorlab.papers.analyses`,
+    adds its own this way); registering the same name twice with a different analysis is an error."""
+    if ANALYSES.get(analysis.name, analysis) is not analysis:
+        raise ValueError(f"analysis {analysis.name!r} is registered already")
+    ANALYSES[analysis.name] = analysis
+    return analysis
 
 
 def get_analysis(name: str) -> Analysis:
@@ -209,6 +214,6 @@ def run_multi_analysis(run_dirs: Sequence[str | Path], name: str, out_dir: str |
     return write_tables({name: table}, out, name)["csv"], table
 
 
-__all__ = ["Analysis", "ANALYSES", "MultiRunAnalysis", "MULTI_RUN", "get_analysis", "analyses_for", "check_task",
+__all__ = ["Analysis", "ANALYSES", "register_analysis", "MultiRunAnalysis", "MULTI_RUN", "get_analysis", "analyses_for", "check_task",
            "run_label", "write_tables", "run_analysis", "run_multi_analysis", "compare_runs", "complexity_summary",
            "sweep_stable_ranks"]

@@ -10,7 +10,7 @@ to fit (journal Fig. 8B), so slow fitting can flag suspect data.
 Everything here is a pure function of run histories (lists of evaluation rows
 as written to ``metrics.jsonl``, or a run's rows of the history table of
 :mod:`anchorlab.sweep.runtable`) and returns a
-record or a tidy DataFrame; figures live in :mod:`anchorlab.plots.speed`.
+record or a tidy DataFrame; figures live in :mod:`anchorlab.papers.plots.speed`.
 
 Time to threshold
     The first evaluation at which the metric crosses the threshold (``<=`` for

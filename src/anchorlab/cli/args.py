@@ -1,7 +1,7 @@
 """Argument values of the command line that are more than one flag's worth: ``sweep --stack``,
 ``robustness --vary`` and ``--setting``. Parsed here, beside :mod:`anchorlab.cli`, so the library
-(:mod:`anchorlab.robustness`, :mod:`anchorlab.sweep.runner`) takes plain values, mappings and
-:class:`~anchorlab.robustness.Setting` objects, never command-line text.
+(:mod:`anchorlab.papers.robustness`, :mod:`anchorlab.sweep.runner`) takes plain values, mappings and
+:class:`~anchorlab.papers.robustness.Setting` objects, never command-line text.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from anchorlab.config import ConfigError
 
 if TYPE_CHECKING:
-    from anchorlab.robustness import Setting
+    from anchorlab.papers.robustness import Setting
 
 
 def parse_vary(text: str) -> tuple[str, list[Any]]:
@@ -36,7 +36,7 @@ def _scalar(v: str) -> Any:
 
 def parse_setting(text: str) -> Setting:
     """``"small_init:init.gamma=0.6,optim.peak_lr=1e-3"`` -> Setting."""
-    from anchorlab.robustness import Setting
+    from anchorlab.papers.robustness import Setting
 
     name, sep, rest = text.partition(":")
     if not sep or not name.strip() or not rest.strip():

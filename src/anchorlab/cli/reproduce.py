@@ -10,7 +10,7 @@ from anchorlab.cli.support import will_create
 
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
-    from anchorlab.reproduce import FIGURES, describe_figures, reproduce
+    from anchorlab.papers.reproduce import FIGURES, describe_figures, reproduce
 
     if a.list or not a.figure:
         print(describe_figures(a.scale if a.scale_given else None))

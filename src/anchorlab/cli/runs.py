@@ -109,6 +109,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
 
 def cmd_analyze(a: argparse.Namespace) -> int:
     from anchorlab.analysis.registry import ANALYSES, MULTI_RUN, run_analysis, run_multi_analysis
+    from anchorlab.papers import analyses  # noqa: F401  (registers the papers' analyses)
 
     if a.list:
         for name, an in ANALYSES.items():

@@ -22,7 +22,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
 def _demo_journal(a: argparse.Namespace) -> int:
     import pandas as pd
 
-    from anchorlab import demo_journal as dj
+    from anchorlab.papers import demo_journal as dj
     from anchorlab.config import ConfigError
 
     if a.peak_lrs or a.thresholds != [0.5, 0.8]:
@@ -65,11 +65,11 @@ def _demo_journal(a: argparse.Namespace) -> int:
 def _demo_neurips(a: argparse.Namespace) -> int:
     import pandas as pd
 
-    from anchorlab.demo import DEMO_GAMMAS, DEMO_PRESET, measured_line, plain_verdict, run_demo
+    from anchorlab.papers.demo import DEMO_GAMMAS, DEMO_PRESET, measured_line, plain_verdict, run_demo
 
     anchor_only("demo", DEMO_PRESET, a.set)
     if a.dry_run:
-        from anchorlab.demo import demo_spec
+        from anchorlab.papers.demo import demo_spec
 
         return dry_run(demo_spec(a.set, a.seeds, a.peak_lrs), Path(a.out), a.workers)
     print(f"anchorlab demo: training a large-init and a small-init model on the 'neurips' anchor task "
@@ -95,7 +95,7 @@ def cmd_robustness(a: argparse.Namespace) -> int:
     import pandas as pd
 
     from anchorlab.cli.args import parse_setting, parse_vary
-    from anchorlab.robustness import DEFAULT_SETTINGS, run_study
+    from anchorlab.papers.robustness import DEFAULT_SETTINGS, run_study
 
     anchor_only("robustness", a.config, a.set)
     settings = [parse_setting(s) for s in a.setting] or list(DEFAULT_SETTINGS)
@@ -107,7 +107,7 @@ def cmd_robustness(a: argparse.Namespace) -> int:
           + (f"; regime map over {vary}" if vary else ""), flush=True)
 
     if a.dry_run:
-        from anchorlab.robustness import random_op_sets, study_spec
+        from anchorlab.papers.robustness import random_op_sets, study_spec
 
         ops = random_op_sets(a.op_sets, a.op_seed, include_papers=not a.no_papers_op_set)
         axes = {**vary, **({"optim.peak_lr": list(a.peak_lrs)} if a.peak_lrs else {})}

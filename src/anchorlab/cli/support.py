@@ -141,7 +141,7 @@ def dry_run(spec, out: Path, workers: int, done_elsewhere: Collection[str] = ())
     ``done_elsewhere``: run ids completed on another machine (skipped, status ``elsewhere``)."""
     import pandas as pd
 
-    from anchorlab.reproduce.estimate import ASSUMPTIONS, describe_compute, sweep_compute
+    from anchorlab.papers.reproduce.estimate import ASSUMPTIONS, describe_compute, sweep_compute
     from anchorlab.sweep.grid import expand, load_sweep
     from anchorlab.sweep.runner import plan_sweep
 

@@ -2,7 +2,7 @@
 (:func:`matmul_amp`) and what ``train.bf16_path: auto`` means for a model (:func:`auto_bf16_path`).
 
 train/precision.py applies them to a run (with the device's name and the CPU's units),
-reproduce/estimate.py to a cost estimate, and :class:`~anchorlab.config.experiment.ExperimentConfig`
+papers/reproduce/estimate.py to a cost estimate, and :class:`~anchorlab.config.experiment.ExperimentConfig`
 resolves ``bf16_path: auto`` when it is built, so a saved config names the path that ran.
 """
 
@@ -16,7 +16,7 @@ BF16_PATHS = ("auto", "autocast", "native")
 def matmul_amp(amp: str, device_type: str, cpu_bf16_units: bool) -> str:
     """What ``train.amp`` resolves to on a device: "bf16" or "none". ``auto`` is bf16 only on a CPU with
     bf16 matrix units (``cpu_bf16_units``); ``bf16`` is bf16 everywhere (emulated, and slow, on a CPU
-    without them). The one rule: train/precision.py applies it to a run, reproduce/estimate.py to a cost."""
+    without them). The one rule: train/precision.py applies it to a run, papers/reproduce/estimate.py to a cost."""
     if amp == "bf16" or (amp == "auto" and device_type == "cpu" and cpu_bf16_units):
         return "bf16"
     return "none"

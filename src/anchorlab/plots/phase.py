@@ -229,7 +229,7 @@ def plot_journal_grid(cells: pd.DataFrame, reading: str = "best", x: str = "weig
     ``y`` (init rate) x ``x`` (weight decay), each cell annotated with its value and phase label, hatched
     where the mean ID is below the ID threshold, a green triangle where the mean commutativity on the
     unseen pair is below the commutativity threshold; (right) the journal's phase label of the matched
-    cell, coloured by phase (blank off its grid). ``cells``: :func:`anchorlab.eval.journal_cells.journal_cells`;
+    cell, coloured by phase (blank off its grid). ``cells``: :func:`anchorlab.papers.eval.journal_cells.journal_cells`;
     ``xlabel`` / ``ylabel`` default to the column names."""
     ood, idc, phase = f"ood_{reading}", f"id_{reading}", f"phase_{reading}"
     _need(cells, x, y, ood, idc, phase)

@@ -20,7 +20,7 @@ nearer the key). As a
 task config it is ``task.preset: custom`` + ``task.anchors`` +
 ``task.pair_rules`` (:meth:`OpSet.task_overrides`). :data:`PAPERS` is the
 papers' op set ({1:+5, 2:+1, 3:-2, 4:-8}, (4,3) held out, (3,4) -> x-6).
-The robustness study (:mod:`anchorlab.robustness`) trains on them.
+The robustness study (:mod:`anchorlab.papers.robustness`) trains on them.
 """
 
 from __future__ import annotations

@@ -1,0 +1,44 @@
+"""The papers' layer: the figures, studies, claims and judgement built on the anchorlab library.
+
+The library (config, tasks, model and the init rate, train, sweep and the run table, analysis, generic plots,
+report) knows no paper figure and no study; everything specific to the two papers or to one study lives here:
+
+* :mod:`anchorlab.papers.reproduce`: every paper figure and CPU study (sweep per scale -> table -> figure, claims);
+* :mod:`anchorlab.papers.eval`: the papers' judgement (the cell, lr readings, contrast, crossing, wd grid, phases);
+* :mod:`anchorlab.papers.analysis` and :mod:`anchorlab.papers.analyses`: the predictors study's pipeline;
+* :mod:`anchorlab.papers.plots`: the figures of the papers and the studies;
+* :mod:`anchorlab.papers.demo_journal`, :mod:`anchorlab.papers.demo`, :mod:`anchorlab.papers.robustness`: the demo
+  and the robustness study.
+
+Nothing in the library imports this package (tests/test_structure.py). Names are imported on first use::
+
+    from anchorlab.papers import cell_table, paper_cells, reproduce
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_API = {
+    "reproduce": "anchorlab.papers.reproduce:reproduce",
+    "cell_table": "anchorlab.papers.eval.cells:cell_table",
+    "paper_cells": "anchorlab.papers.eval.judgement:paper_cells",
+}
+
+__all__ = list(_API)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        mod, _, attr = _API[name].partition(":")
+        value = getattr(importlib.import_module(mod), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'anchorlab.papers' has no attribute {name!r}")
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from anchorlab.papers.eval.cells import cell_table
+    from anchorlab.papers.eval.judgement import paper_cells
+    from anchorlab.papers.reproduce import reproduce

@@ -1,0 +1,1 @@
+"""The papers' and the studies' figures (tables in, matplotlib Figure out)."""
