@@ -12,7 +12,7 @@ from anchorlab.config import load_config
 from anchorlab.papers.eval.wd_grid import grid_cells, grid_view, rescue_table
 from anchorlab.papers.reproduce.figures_wd import decay_exponent, make_wd
 from anchorlab.sweep.grid import expand, resolve_sweep
-from anchorlab.sweep.runtable import run_table
+from anchorlab.papers.runs import run_table
 from anchorlab.train.optim import lr_at, lr_sum
 
 

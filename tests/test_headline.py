@@ -14,7 +14,7 @@ from anchorlab.papers.eval.cells import cell_table, fitted_rows, ordered, pair_t
 from anchorlab.papers.reproduce import FIGURES, figure_spec
 from anchorlab.papers.reproduce.figures_fig2 import make_fig2
 from anchorlab.sweep.grid import expand, resolve_sweep
-from anchorlab.sweep.runtable import PAPER_STEPS, at_step_table, curve_table, in_progress_table, run_table
+from anchorlab.papers.runs import PAPER_STEPS, at_step_table, curve_table, in_progress_table, run_table
 from anchorlab.train.optim import lr_at
 from anchorlab.train.run import steps_plan
 

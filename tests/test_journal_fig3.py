@@ -149,7 +149,7 @@ def test_a_table_without_the_definitions_columns_is_one_line():
 def test_journal_fig3_end_to_end_on_tiny_runs_and_redrawn_from_its_table(tmp_path, tiny_overrides, capsys):
     from anchorlab.papers.reproduce.figures_journal3 import make_journal3
     from anchorlab.sweep.runner import run_sweep
-    from anchorlab.sweep.runtable import run_table
+    from anchorlab.papers.runs import run_table
 
     spec = {"name": "tiny-journal3", "base": "journal/paper",
             "set": tiny_overrides + ["model.n_layers=2", "model.n_heads=2", "train.epochs=1", "init.ref_width=640",

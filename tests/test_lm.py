@@ -300,7 +300,8 @@ def _final(comp_mix, gamma, seed, ppls, steps=100):
 def test_fig7d_tables_claims_and_figure():
     from anchorlab.papers.plots.lm import plot_perplexity_curves
     from anchorlab.papers.reproduce.figures_lm import lm_tables, ppl_ratio, smaller_init_lower_ppl, summary
-    from anchorlab.sweep.runtable import histories_of, rows_of
+    from anchorlab.sweep.runtable import histories_of
+    from anchorlab.papers.runs import rows_of
 
     code, both = {"python_stdlib": 1.0}, {"python_stdlib": 0.5, "python_docs": 0.5}
     runs = [_final(code, 0.3, 0, [500, 80, 40]), _final(code, 0.5, 0, [500, 60, 30]),

@@ -6,7 +6,7 @@ from anchorlab.papers.reproduce import FIGURES
 from anchorlab.papers.eval.crossing import RUN_COLUMNS
 from anchorlab.papers.reproduce.figures_opset import O1, O2, make_cross
 from anchorlab.papers.reproduce.runner import claims_table
-from anchorlab.sweep.runtable import run_table
+from anchorlab.papers.runs import run_table
 
 
 def _write_table(tmp_path, o1_mem: int, o2_way: int):

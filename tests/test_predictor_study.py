@@ -14,7 +14,7 @@ from anchorlab.config import ConfigError, load_config
 from anchorlab.eval.solution import SOLUTIONS, outcome
 from anchorlab.papers.reproduce import figures_predictors as F
 from anchorlab.papers.reproduce import figures_predictors_fit as S
-from anchorlab.sweep.runtable import run_table
+from anchorlab.papers.runs import run_table
 
 pytest.importorskip("scipy")
 pytest.importorskip("sklearn")
@@ -171,6 +171,7 @@ def test_verdict_model_by_hand(tiny_overrides):
 def test_fit_verdict_analysis_and_callback(tmp_path, tiny_overrides, monkeypatch):
     from anchorlab.papers.analysis import verdict as V
     from anchorlab.analysis.registry import run_analysis
+    from anchorlab.papers import analyses  # noqa: F401  (registers early-verdict)
     from anchorlab.sweep.runner import run_sweep
     from anchorlab.train import train
 

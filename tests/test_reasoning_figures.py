@@ -8,7 +8,8 @@ import pytest
 from anchorlab.analysis.reasoning import convergence_table, first_reach, grid_mean
 from anchorlab.cli import main
 from anchorlab.papers.reproduce import FIGURES
-from anchorlab.sweep.runtable import histories_of, rows_of
+from anchorlab.sweep.runtable import histories_of
+from anchorlab.papers.runs import rows_of
 
 TINY_MODEL = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "model.n_layers=1"]
 

@@ -208,7 +208,7 @@ def test_a_study_reads_only_its_own_runs_from_a_shared_directory(tmp_path):
 def test_the_fitted_reading_by_hand_and_none_where_a_run_lacks_its_history():
     from anchorlab.papers.eval.judgement import with_fitted_bests
     from anchorlab.papers.robustness import fitted_tables, judged_files, judgement_tables
-    from anchorlab.sweep.runtable import curves_of
+    from anchorlab.papers.runs import curves_of
 
     # one op set, one seed: the small init composes only while ID is 0.6, then takes the mirror
     hist = {"L": [(1, 1.0, 0.0, 0.95)], "S": [(1, 0.6, 0.9, 0.0), (2, 1.0, 0.1, 0.7)]}

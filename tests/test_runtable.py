@@ -10,6 +10,7 @@ import pytest
 
 from anchorlab.config import ConfigError, load_config
 import anchorlab
+from anchorlab.papers import runs as paper_runs
 from anchorlab.sweep.runtable import HEAD, LEGACY, history_table, row_config, row_section, run_history, run_table
 
 
@@ -30,8 +31,11 @@ def test_one_schema_from_run_dirs_sweep_dirs_and_committed_tables(tmp_path):
     a, run_a = _run(tmp_path / "s", 0.8)
     b, _ = _run(tmp_path / "s", 0.3)
     _run(tmp_path / "s", 0.5, status="failed")                         # not a completed run: left out
-    t = run_table([tmp_path / "s"])
-    assert list(t.columns[: len(HEAD)]) == HEAD and len(t) == 2 and t.run_id.is_unique
+    lib = run_table([tmp_path / "s"])                                   # the library's table knows no paper
+    assert list(lib.columns[: len(HEAD)]) == HEAD and not {"op_set", "paper_gamma", "clock"} & set(lib.columns)
+    t = paper_runs.run_table([tmp_path / "s"])                          # the papers' adds their columns
+    assert list(t.columns[: len(paper_runs.HEAD)]) == paper_runs.HEAD and len(t) == 2 and t.run_id.is_unique
+    assert t.drop(columns=["op_set", "paper_gamma", "clock"]).columns.tolist() == lib.columns.tolist()
     r = t.set_index("run_id").loc[a.run_id()]
     assert (r.paper_gamma, r.peak_lr, r.seed, r.clock, r.device, r.precision) == (0.8, 2e-4, 0, 0.05, "cpu: X", "bfloat16")
     assert (r["init.gamma"], r["model.d_model"], r["final.ood_inferential_acc"], r["best.id_acc"]) == (0.8, 128, 0.7, 1.0)
@@ -44,7 +48,7 @@ def test_one_schema_from_run_dirs_sweep_dirs_and_committed_tables(tmp_path):
                         "seed": [0, 1], "id_acc": [0.5, 1.0], "inferential_best": 0.1, "symmetric_best": 0.9,
                         "inferential_final": 0.0, "symmetric_final": 0.8, "n_layers": 2, "clock": 1.0})
     old.to_csv(tmp_path / "old.csv", index=False)
-    both = run_table([tmp_path / "s", tmp_path / "old.csv"]).set_index("run_id")
+    both = paper_runs.run_table([tmp_path / "s", tmp_path / "old.csv"]).set_index("run_id")
     assert len(both) == 3 and both.loc[b.run_id(), "final.id_acc"] == 0.99     # the directory's row wins
     g = both.loc["gone"]
     assert (g["final.id_acc"], g["best.ood_symmetric_acc"], g["model.n_layers"], g["train.init_seed"]) == (1.0, 0.9, 2, 1)
@@ -53,6 +57,7 @@ def test_one_schema_from_run_dirs_sweep_dirs_and_committed_tables(tmp_path):
     with pytest.raises(ConfigError, match="holds no whole config"):
         row_config(g.to_dict())
     assert len(run_table([])) == 0 and "run_id" in run_table([]).columns
+    assert list(paper_runs.run_table([]).columns) == [*paper_runs.HEAD, "run_dir"]
 
 
 def test_history_table_holds_every_logged_metric_and_a_directory_wins_over_a_committed_history(tmp_path):

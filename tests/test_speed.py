@@ -11,7 +11,8 @@ from anchorlab.analysis.speed import (complexity_slowdown, pair_fit_speed, rule_
                                       speed_table, steps_to_threshold, summarize_pair_speed,
                                       summarize_speed, suspect_report)
 from anchorlab.config import ConfigError
-from anchorlab.sweep.runtable import histories_of, rows_of
+from anchorlab.sweep.runtable import histories_of
+from anchorlab.papers.runs import rows_of
 from anchorlab.tasks.anchor import AnchorTaskConfig as TaskConfig
 from anchorlab.tasks.anchor import AnchorTask
 

@@ -15,7 +15,8 @@ The public API (stable for notebooks and scripts)::
 
 The papers' layer on top of it (figures, studies, claims, the papers' judgement) is :mod:`anchorlab.papers`::
 
-    from anchorlab.papers import cell_table, reproduce
+    from anchorlab.papers import cell_table, reproduce, run_table
+    rows = run_table(["runs/fig2", "docs/figures/fig2_cell_cpu.csv"])   # + op_set, paper_gamma, clock
     cells = cell_table(rows)                                  # the papers' cell beside the per-run rate
 
 (README.md has a version of this that runs as pasted in under a minute.)
@@ -48,7 +49,6 @@ _API = {
     "build_task": "anchorlab.tasks.base:build_task",
     "run_analysis": "anchorlab.analysis.registry:run_analysis",
     "run_table": "anchorlab.sweep.runtable:run_table",
-    "curve_table": "anchorlab.sweep.runtable:curve_table",
     "outcome": "anchorlab.eval.solution:outcome",
 }
 
@@ -90,7 +90,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from anchorlab.model.init import apply_init_rate
     from anchorlab.model.transformer import build_model
     from anchorlab.sweep.runner import run_sweep
-    from anchorlab.sweep.runtable import curve_table, run_table
+    from anchorlab.sweep.runtable import run_table
     from anchorlab.tasks.base import EvalResult, Task, build_task
     from anchorlab.train import RunResult, load_run, train
     from anchorlab.train.stacked import train_stack

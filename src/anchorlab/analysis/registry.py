@@ -139,7 +139,8 @@ def register_analysis(analysis: Analysis) -> Analysis:
 def get_analysis(name: str) -> Analysis:
     """The analysis called ``name``; ConfigError listing the names otherwise."""
     if name not in ANALYSES:
-        raise ConfigError(f"analysis: must be one of {', '.join(ANALYSES)}, got {name!r}")
+        raise ConfigError(f"analysis: must be one of {', '.join(ANALYSES)}, got {name!r} (a layer above adds its own "
+                          f"when imported: `import anchorlab.papers.analyses` for the papers')")
     return ANALYSES[name]
 
 

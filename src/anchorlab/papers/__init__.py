@@ -3,6 +3,7 @@
 The library (config, tasks, model and the init rate, train, sweep and the run table, analysis, generic plots,
 report) knows no paper figure and no study; everything specific to the two papers or to one study lives here:
 
+* :mod:`anchorlab.papers.runs`: the run table with the papers' columns (op set, paper gamma, clock) and curves;
 * :mod:`anchorlab.papers.reproduce`: every paper figure and CPU study (sweep per scale -> table -> figure, claims);
 * :mod:`anchorlab.papers.eval`: the papers' judgement (the cell, lr readings, contrast, crossing, wd grid, phases);
 * :mod:`anchorlab.papers.analysis` and :mod:`anchorlab.papers.analyses`: the predictors study's pipeline;
@@ -12,7 +13,7 @@ report) knows no paper figure and no study; everything specific to the two paper
 
 Nothing in the library imports this package (tests/test_structure.py). Names are imported on first use::
 
-    from anchorlab.papers import cell_table, paper_cells, reproduce
+    from anchorlab.papers import cell_table, curve_table, paper_cells, reproduce, run_table
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ _API = {
     "reproduce": "anchorlab.papers.reproduce:reproduce",
     "cell_table": "anchorlab.papers.eval.cells:cell_table",
     "paper_cells": "anchorlab.papers.eval.judgement:paper_cells",
+    "run_table": "anchorlab.papers.runs:run_table",
+    "curve_table": "anchorlab.papers.runs:curve_table",
 }
 
 __all__ = list(_API)
@@ -42,3 +45,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from anchorlab.papers.eval.cells import cell_table
     from anchorlab.papers.eval.judgement import paper_cells
     from anchorlab.papers.reproduce import reproduce
+    from anchorlab.papers.runs import curve_table, run_table

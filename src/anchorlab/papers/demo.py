@@ -179,7 +179,8 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
     from anchorlab.plots.save import save_figure
     from anchorlab.plots.training import plot_ood_over_training
     from anchorlab.papers.robustness import case_table, judge, judged_files, rates, summary_lines
-    from anchorlab.sweep.runtable import curve_table, history_table, run_table
+    from anchorlab.sweep.runtable import history_table
+    from anchorlab.papers.runs import curve_table, run_table
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

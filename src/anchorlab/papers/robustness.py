@@ -159,7 +159,7 @@ def fitted_tables(cases: pd.DataFrame, curves: pd.DataFrame, large: str, small: 
                   by: Sequence[str] = ()) -> dict[str, pd.DataFrame] | None:
     """:func:`judgement_tables` with each run's best over training read only at the evaluations with ID >=
     ``id_min`` (:func:`anchorlab.papers.eval.judgement.with_fitted_bests` over the runs' trajectories ``curves``,
-    :func:`anchorlab.sweep.runtable.curve_table`; our reading, not the papers'); ``None`` where a completed
+    :func:`anchorlab.papers.runs.curve_table`; our reading, not the papers'); ``None`` where a completed
     run has no trajectory (then no table mixes the two readings)."""
     from anchorlab.papers.eval.judgement import with_fitted_bests
 
@@ -175,7 +175,7 @@ def judged_files(cases: pd.DataFrame, curves: pd.DataFrame, large: str, small: s
                  ) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame] | None, list[tuple[str, pd.DataFrame]]]:
     """:func:`judgement_tables` and :func:`fitted_tables` of one study, with the named tables a study writes:
     ``seeds``, ``cells``, ``rates`` and, where every run has its trajectory in ``curves``
-    (:func:`anchorlab.sweep.runtable.curve_table`), the same as ``<name>_fitted``."""
+    (:func:`anchorlab.papers.runs.curve_table`), the same as ``<name>_fitted``."""
     jt = judgement_tables(cases, large, small, thresholds, id_min, by)
     fit = fitted_tables(cases, curves, large, small, thresholds, id_min, by)
     names = ("seeds", "cells", "rates")
@@ -246,7 +246,7 @@ def run_study(out_dir: str, base: str | Mapping[str, Any] = "demo/small", n_op_s
     from pathlib import Path
 
     from anchorlab.io import atomic_write
-    from anchorlab.sweep.runtable import curve_table, run_table
+    from anchorlab.papers.runs import curve_table, run_table
     from anchorlab.sweep.runner import run_sweep
 
     out = Path(out_dir)

@@ -14,14 +14,9 @@ column                        meaning
                               :func:`in_progress_table` / :func:`at_step_table`; a committed table
                               without the column: ``finished``
 ``source``                    the directory or CSV the row was read from
-``op_set``                    the anchor op set's label (``{1:+5,...} (4,3) held out, (3,4)->x-6``);
-                              empty for other tasks
-``paper_gamma``               the paper's gamma the run stands for: ``init.gamma`` read at the paper's
-                              width 400 (``init.ref_width: 400``, or a width-400 model); NaN otherwise
 ``peak_lr``                   the schedule's peak (``optim.peak_lr``, else ``optim.lr`` x
                               ``optim.warmup_multiplier``)
 ``seed``                      ``train.init_seed``
-``clock``                     planned optimizer steps over the paper's 92,190, rounded to 0.01
 ``steps``, ``total_steps``    steps trained; steps planned
 ``wall_seconds``              training time
 ``device``                    final.json's device; for older runs the one its precision reason names
@@ -35,10 +30,13 @@ column                        meaning
 ``run_dir``                   the run's directory (empty for a committed row)
 ============================  ==========================================================================
 
+A layer above may add columns of its own, computed from each run's final.json (``derive``: the papers' layer
+adds the op set, the paper's gamma and the clock, :mod:`anchorlab.papers.runs`); the table itself knows no
+task, no paper and never runs a model.
+
 A committed table in the schema above is read as it is. One in the older Fig. 2 / gamma x wd /
 predictor schema (``id_acc``, ``inferential_best``, ``n_layers``, ``gamma``, ...) is mapped onto it by
 :data:`LEGACY`; its other columns (a study's derived values, e.g. ``lr_sum``, ``cond/*``) pass through.
-:func:`curve_table` reads the companion table of trajectories (one row per run and evaluation).
 :func:`history_table` is the same per-evaluation view with every metric a run logs: ``run_id``, ``step``,
 then each metric of final.json's ``history`` as a column (NaN where an evaluation lacks it); for a committed
 ``X.csv``, its ``X_history.csv`` beside it where there is one. :func:`run_history` gives one run's
@@ -49,7 +47,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,12 +58,8 @@ from anchorlab.run_status import COMPLETED
 if TYPE_CHECKING:
     import pandas as pd
 
-PAPER_WIDTH = 400
-PAPER_STEPS = 92_190   # NeurIPS App. A: 210 epochs of 900k sequences at batch 2048 (439 full batches each)
 SECTIONS = ("task", "model", "init", "optim", "train")
-HEAD = ["run_id", "status", "source", "op_set", "paper_gamma", "peak_lr", "seed", "clock", "steps", "total_steps",
-        "wall_seconds", "device", "precision"]
-METRICS = ("id_acc", "ood_inferential_acc", "ood_symmetric_acc")
+HEAD = ["run_id", "status", "source", "peak_lr", "seed", "steps", "total_steps", "wall_seconds", "device", "precision"]
 # an older committed table's columns -> the run table's
 LEGACY = {"id_acc": "final.id_acc", "inferential_final": "final.ood_inferential_acc",
           "symmetric_final": "final.ood_symmetric_acc", "id_best": "best.id_acc",
@@ -73,19 +67,8 @@ LEGACY = {"id_acc": "final.id_acc", "inferential_final": "final.ood_inferential_
           "n_layers": "model.n_layers", "gamma": "init.gamma", "ref_width": "init.ref_width",
           "d_model": "model.d_model", "weight_decay": "optim.weight_decay", "data_seed": "train.data_seed",
           "init_seed": "train.init_seed"}
-CURVE_COLUMNS = ["run_id", "step", "id_acc", "inferential", "symmetric"]
 HISTORY_HEAD = ["run_id", "step"]
-
-
-def paper_gamma(gamma: float, ref_width: Any, d_model: Any) -> float:
-    """The paper's gamma a run stands for: its gamma when it is read at the paper's width 400
-    (``init.ref_width: 400``, or a width-400 model without a reference); NaN otherwise."""
-    def known(v: Any) -> bool:
-        return v is not None and not (isinstance(v, float) and math.isnan(v))
-
-    ref = int(ref_width) if known(ref_width) else None
-    width = int(d_model) if known(d_model) else None
-    return float(gamma) if (ref or width) == PAPER_WIDTH else math.nan
+Derive = Callable[[Mapping[str, Any]], dict[str, Any]]   # a final.json-shaped dict -> columns of a layer above
 
 
 def device_of(final: Mapping[str, Any]) -> str:
@@ -97,39 +80,22 @@ def device_of(final: Mapping[str, Any]) -> str:
     return "cuda" if "on cuda" in reason else "cpu" if "CPU" in reason else "unrecorded"
 
 
-def op_set_label(task: Mapping[str, Any]) -> str:
-    """The anchor op set of a task config mapping as :class:`~anchorlab.tasks.anchor.opsets.OpSet` labels
-    it; ``""`` for a task without anchors."""
-    from anchorlab.tasks.anchor.opsets import PAPERS, OpSet
-
-    if "anchors" not in task or "pair_rules" not in task:
-        return ""
-    rules = task["pair_rules"]
-    held = next((k for k, v in rules.items() if v == "held_out"), "4,3")
-    shift = next((v.split(":")[1] for v in rules.values() if str(v).startswith("shift:")), PAPERS["mirror_shift"])
-    return OpSet({int(k): int(v) for k, v in task["anchors"].items()}, tuple(int(x) for x in held.split(",")),
-                 int(shift)).label
-
-
 def _flat(value: Any) -> Any:
     return value if isinstance(value, (int, float, str, bool, type(None))) else json.dumps(value, sort_keys=True)
 
 
-def run_row(final: Mapping[str, Any], source: str = "") -> dict[str, Any]:
-    """One final.json-shaped dict -> one row of the schema (:func:`run_table` calls it per run)."""
+def run_row(final: Mapping[str, Any], source: str = "", derive: Derive | None = None) -> dict[str, Any]:
+    """One final.json-shaped dict -> one row of the schema (:func:`run_table` calls it per run); ``derive``'s
+    columns follow ``source``."""
     c = final.get("config") or {}
-    o, t, i = c.get("optim", {}), c.get("train", {}), c.get("init", {})
+    o, t = c.get("optim", {}), c.get("train", {})
     peak = o.get("peak_lr") if o.get("peak_lr") is not None else o.get("lr", math.nan) * o.get("warmup_multiplier", 1)
     planned = final.get("total_steps") or final.get("steps")
     row: dict[str, Any] = {
         "run_id": final.get("run_id"), "status": final.get("status"), "source": source,
-        "op_set": op_set_label(c.get("task", {})),
-        "paper_gamma": paper_gamma(i.get("gamma", math.nan), i.get("ref_width"), c.get("model", {}).get("d_model")),
-        "peak_lr": peak, "seed": t.get("init_seed"),
-        "clock": round(planned / PAPER_STEPS, 2) if planned else math.nan,
+        **(derive(final) if derive else {}), "peak_lr": peak, "seed": t.get("init_seed"),
         "steps": final.get("steps"), "total_steps": planned, "wall_seconds": final.get("wall_seconds"),
-        "device": device_of(final),
-        "precision": (final.get("precision") or {}).get("matmul_dtype", "float32")}
+        "device": device_of(final), "precision": (final.get("precision") or {}).get("matmul_dtype", "float32")}
     for sec in SECTIONS:
         for k, v in (c.get(sec) or {}).items():
             row[f"{sec}.{k}"] = _flat(v)
@@ -141,11 +107,12 @@ def run_row(final: Mapping[str, Any], source: str = "") -> dict[str, Any]:
     return row
 
 
-def rows_of(finals: Sequence[Mapping[str, Any]], source: str = "") -> "pd.DataFrame":
+def rows_of(finals: Sequence[Mapping[str, Any]], source: str = "", derive: Derive | None = None) -> "pd.DataFrame":
     """final.json-shaped dicts -> run-table rows, in their order (no deduplication)."""
     import pandas as pd
 
-    df = pd.DataFrame([run_row(f, source or str(Path(str(f.get("run_dir", ""))).parent.parent)) for f in finals])
+    df = pd.DataFrame([run_row(f, source or str(Path(str(f.get("run_dir", ""))).parent.parent), derive)
+                       for f in finals])
     return df if len(df) else pd.DataFrame(columns=[*HEAD, "run_dir"])
 
 
@@ -184,11 +151,14 @@ def read_table(path: str | Path) -> "pd.DataFrame":
     return df.drop_duplicates("run_id", keep="last")
 
 
-def run_table(sources: Sequence[str | Path], statuses: Sequence[str] = COMPLETED) -> "pd.DataFrame":
+def run_table(sources: Sequence[str | Path], statuses: Sequence[str] = COMPLETED,
+              derive: Derive | None = None) -> "pd.DataFrame":
     """Every run of ``sources`` (sweep directories, run directories, committed CSVs) with a status in
     ``statuses``, one row per run in the schema of this module: the directories' runs first (in source
     then run-id order; a run in several directories counts once, the first copy), then the committed
-    rows whose run no directory holds (in their tables' order). A source that does not exist is refused."""
+    rows whose run no directory holds (in their tables' order). A source that does not exist is refused.
+    ``derive``: columns of a layer above, computed from each directory run's final.json (a committed row keeps
+    its own)."""
     import pandas as pd
 
     dirs, tables = [], []
@@ -204,7 +174,7 @@ def run_table(sources: Sequence[str | Path], statuses: Sequence[str] = COMPLETED
     for d in dirs:
         for f in _finals_of(d, statuses):
             seen.setdefault(f["run_id"], {**f, "_source": str(d)})
-    found = pd.DataFrame([run_row(f, f.pop("_source")) for f in seen.values()])
+    found = pd.DataFrame([run_row(f, f.pop("_source"), derive) for f in seen.values()])
     frames = [found] if len(found) else []
     for t in tables:
         t = t[t.status.isin(statuses)] if "status" in t.columns else t
@@ -219,18 +189,8 @@ def run_table(sources: Sequence[str | Path], statuses: Sequence[str] = COMPLETED
     return out[head + [c for c in out.columns if c not in head]].copy()   # one block per dtype, not one per column
 
 
-def curves_of(finals: Sequence[Mapping[str, Any]]) -> "pd.DataFrame":
-    """final.json-shaped dicts -> one row per (run, evaluation) (:data:`CURVE_COLUMNS`) from each run's
-    ``history``; rows without the held-out metrics are left out."""
-    import pandas as pd
-
-    return pd.DataFrame([(f["run_id"], h["step"], h.get("id_acc"), h["ood_inferential_acc"], h.get("ood_symmetric_acc"))
-                         for f in finals for h in f.get("history") or [] if h.get("ood_inferential_acc") is not None],
-                        columns=CURVE_COLUMNS)
-
-
-def _per_evaluation(sources: Sequence[str | Path], suffix: str, of_finals: Any, strict: bool) -> "pd.DataFrame":
-    """The per-evaluation table of ``sources``: ``of_finals`` over the completed runs of their directories (a run
+def per_evaluation(sources: Sequence[str | Path], suffix: str, of_finals: Any, strict: bool) -> "pd.DataFrame":
+    """A per-evaluation table of ``sources``: ``of_finals`` over the completed runs of their directories (a run
     in several read once, the first copy), then the rows of each committed ``X.csv``'s ``X<suffix>.csv`` whose run
     no directory holds. ``strict``: a source that is neither a directory nor a CSV is refused."""
     import pandas as pd
@@ -253,14 +213,6 @@ def _per_evaluation(sources: Sequence[str | Path], suffix: str, of_finals: Any, 
     return pd.concat(frames, ignore_index=True) if frames else new
 
 
-def curve_table(sources: Sequence[str | Path]) -> "pd.DataFrame":
-    """One row per (run, evaluation) of ``sources`` (:data:`CURVE_COLUMNS`: ID accuracy and the held-out
-    pair's accuracy under each mapping, from each completed run's ``history``, rows without the held-out
-    metrics left out); for a committed ``X.csv``, its ``X_curves.csv`` beside it where there is one. A run
-    read from a directory wins over a committed trajectory."""
-    return _per_evaluation(sources, "_curves.csv", curves_of, strict=False)
-
-
 def histories_of(finals: Sequence[Mapping[str, Any]]) -> "pd.DataFrame":
     """final.json-shaped dicts -> one row per (run, evaluation): ``run_id``, ``step``, then every metric of
     the runs' ``history`` (first-seen order; NaN where an evaluation lacks it), in the runs' order."""
@@ -277,7 +229,7 @@ def history_table(sources: Sequence[str | Path]) -> "pd.DataFrame":
     :func:`run_table`, a run in several directories read once, the first copy); for a committed ``X.csv``,
     its ``X_history.csv`` beside it where there is one. A run read from a directory wins over a committed
     history."""
-    return _per_evaluation(sources, "_history.csv", histories_of, strict=True)
+    return per_evaluation(sources, "_history.csv", histories_of, strict=True)
 
 
 def run_history(history: "pd.DataFrame", run_id: str) -> list[dict[str, Any]]:
@@ -288,44 +240,17 @@ def run_history(history: "pd.DataFrame", run_id: str) -> list[dict[str, Any]]:
             for r in rows]
 
 
-def _answers_of(finals: Sequence[Mapping[str, Any]]) -> "pd.DataFrame":
-    from anchorlab.analysis.answers import answers_summary
-
-    dirs = [f["run_dir"] for f in finals if (f.get("config") or {}).get("task", {}).get("name", "anchor") == "anchor"]
-    t = answers_summary(dirs)
-    return t.drop(columns=["run"]) if len(t) else t
-
-
-def answer_table(sources: Sequence[str | Path]) -> "pd.DataFrame":
-    """One row per (run, held-out pair) of ``sources``: what each completed anchor-task run answers there
-    (:func:`anchorlab.analysis.answers.answers_summary`, from its final weights); for a committed ``X.csv``, its
-    ``X_answers.csv`` beside it where there is one. A run read from a directory wins over a committed row."""
-    return _per_evaluation(sources, "_answers.csv", _answers_of, strict=False)
-
-
-def rows_answers(rows: "pd.DataFrame") -> "pd.DataFrame":
-    """:func:`answer_table` over the sources a run table's rows were read from, kept to those runs."""
-    t = answer_table(sorted({s for s in rows.source if s}))
-    return t[t.run_id.isin(set(rows.run_id))].reset_index(drop=True) if len(t) else t
-
-
-def rows_curves(rows: "pd.DataFrame") -> "pd.DataFrame":
-    """The trajectories of a run table's runs: :func:`curve_table` over the sources its rows were read from,
-    kept to those runs, in (run, step) order."""
-    curves = curve_table(sorted({s for s in rows.source if s}))
-    return curves[curves.run_id.isin(set(rows.run_id))].sort_values(["run_id", "step"]).reset_index(drop=True)
-
-
-def in_progress_table(sweep_dirs: Sequence[str | Path]) -> "pd.DataFrame":
+def in_progress_table(sweep_dirs: Sequence[str | Path], derive: Derive | None = None) -> "pd.DataFrame":
     """The runs of ``sweep_dirs`` that stopped before their end (:func:`anchorlab.sweep.results.in_progress`)
     as run-table rows, status ``in_progress``: ``best.*`` the best so far, ``final.*`` and ``steps`` the last
     evaluation. They never enter a judgement."""
     from anchorlab.sweep.results import in_progress
 
-    return rows_of(in_progress(sweep_dirs))
+    return rows_of(in_progress(sweep_dirs), derive=derive)
 
 
-def at_step_table(sweep_dirs: Sequence[str | Path], steps: Sequence[int]) -> "pd.DataFrame":
+def at_step_table(sweep_dirs: Sequence[str | Path], steps: Sequence[int],
+                  derive: Derive | None = None) -> "pd.DataFrame":
     """Every run of ``sweep_dirs`` read at each of ``steps`` it reached, finished or not, as if it stopped
     there (:func:`anchorlab.sweep.results.at_step`), status ``at_step``, ``steps`` the evaluation read."""
     import pandas as pd
@@ -333,8 +258,8 @@ def at_step_table(sweep_dirs: Sequence[str | Path], steps: Sequence[int]) -> "pd
     from anchorlab.sweep.results import at_step
 
     runs = at_step(sweep_dirs, steps)
-    frames = [rows_of(runs[s]) for s in steps if runs[s]]
-    return pd.concat(frames, ignore_index=True) if frames else rows_of([])
+    frames = [rows_of(runs[s], derive=derive) for s in steps if runs[s]]
+    return pd.concat(frames, ignore_index=True) if frames else rows_of([], derive=derive)
 
 
 def _unflat(value: Any) -> Any:

@@ -62,7 +62,7 @@ def pair_table(rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9, 
 
 def fitted_rows(rows: pd.DataFrame, curves: pd.DataFrame, id_min: float = 0.9) -> pd.DataFrame:
     """A run table whose best inferential / symmetric accuracies are read only at the evaluations with
-    ID >= ``id_min`` (over ``curves``, :func:`anchorlab.sweep.runtable.curve_table`); a completed run
+    ID >= ``id_min`` (over ``curves``, :func:`anchorlab.papers.runs.curve_table`); a completed run
     without a trajectory is refused, so that no cell mixes the two readings."""
     done = rows.status.isin(COMPLETED).to_numpy()
     out = rows.copy()

@@ -48,7 +48,7 @@ def seed_bests(runs: pd.DataFrame, keys: Sequence[str], seed: str = "seed") -> p
 def fitted_bests(curves: pd.DataFrame, id_min: float = 0.9, run: str = "run_id") -> pd.DataFrame:
     """Each run's best over training read only where the model had fitted the seen pairs: from one row per
     (run, evaluation) with ``id_acc``, ``inferential`` and ``symmetric``
-    (:func:`anchorlab.sweep.runtable.curve_table`), one row per run with
+    (:func:`anchorlab.papers.runs.curve_table`), one row per run with
     ``best_ood_inferential_acc`` / ``best_ood_symmetric_acc`` = the highest accuracy over the evaluations
     with ID >= ``id_min`` (0.0 where none had: the run never answered anything while fitted), ``best_id_acc``
     over every evaluation, and ``fitted_evals``. The papers' best over training counts every evaluation,

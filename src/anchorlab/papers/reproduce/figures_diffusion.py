@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from anchorlab.sweep.runtable import run_table
+from anchorlab.papers.runs import run_table
 from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from anchorlab.sweep.runtable import history_table, run_table
+from anchorlab.sweep.runtable import history_table
+from anchorlab.papers.runs import run_table
 from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:

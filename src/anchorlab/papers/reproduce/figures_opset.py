@@ -37,7 +37,7 @@ def make_cross(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, t
     from anchorlab.papers.eval.crossing import crossing_rows, crossing_verdict, op_set_counts
     from anchorlab.papers.plots.headline import drawn_runs, plot_curves
     from anchorlab.plots.save import save_figure
-    from anchorlab.sweep.runtable import rows_answers, rows_curves
+    from anchorlab.papers.runs import rows_answers, rows_curves
 
     curves = rows_curves(rows)
     runs = crossing_rows(rows, curves, id_min, threshold)

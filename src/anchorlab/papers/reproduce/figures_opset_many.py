@@ -33,7 +33,7 @@ def make_many(rows: pd.DataFrame, out: Path, scale: str, id_min: float = 0.9, th
     from anchorlab.papers.eval.crossing import crossing_rows, op_set_outcomes
     from anchorlab.papers.plots.opset import plot_outcome_vs_property
     from anchorlab.plots.save import save_figure
-    from anchorlab.sweep.runtable import rows_answers, rows_curves
+    from anchorlab.papers.runs import rows_answers, rows_curves
 
     rows = rows[rows.op_set.astype(str) != ""]
     curves = rows_curves(rows)

@@ -62,7 +62,7 @@ def make_fig10(sweep_dir: Path, out: Path, scale: str) -> Made:
     from anchorlab.analysis.condensation import condensation_order, condensation_scores, cosine_matrix
     from anchorlab.plots.save import save_figure
     from anchorlab.plots.sweep import plot_matrix_grid
-    from anchorlab.sweep.runtable import run_table
+    from anchorlab.papers.runs import run_table
     from anchorlab.train import load_run
 
     rows, mats = [], {}

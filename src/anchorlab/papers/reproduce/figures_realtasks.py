@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from anchorlab.sweep.runtable import run_table
+from anchorlab.papers.runs import run_table
 from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from anchorlab.papers.reproduce.figures_realtasks import SETTING_NAMES, knob_effect, setting_names
-from anchorlab.sweep.runtable import history_table, run_table
+from anchorlab.sweep.runtable import history_table
+from anchorlab.papers.runs import run_table
 from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register
 
 if TYPE_CHECKING:

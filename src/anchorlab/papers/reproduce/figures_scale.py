@@ -73,7 +73,7 @@ def ladder_runs(rows: pd.DataFrame) -> pd.DataFrame:
     """The run table -> :data:`RUN_COLUMNS`, one row per run, in rung, op set, gamma, seed order."""
     from anchorlab.papers.eval.crossing import crossing_rows
     from anchorlab.sweep.grid import expand, load_sweep
-    from anchorlab.sweep.runtable import rows_curves
+    from anchorlab.papers.runs import rows_curves
 
     rows = rows[rows.op_set.astype(str) != ""]
     runs = crossing_rows(rows, rows_curves(rows), ID_MIN, THRESHOLD)

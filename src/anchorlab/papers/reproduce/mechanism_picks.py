@@ -81,7 +81,7 @@ def candidate_table(sweep_dir: str | Path) -> pd.DataFrame:
     final metrics NaN where a run lacks them; in run-id order."""
     import pandas as pd
 
-    from anchorlab.sweep.runtable import run_table
+    from anchorlab.papers.runs import run_table
 
     sweep_dir = Path(sweep_dir)
     ids = _spec_run_ids(sweep_dir)

@@ -191,7 +191,7 @@ def reproduce(figure: str, scale: str, out: str | Path, *, executor: str = "proc
     whatever spec they came from (a sweep run with other settings, or one still running), and from the
     committed run tables ``from_tables`` (figures with a run-table maker only). ``options``: the figure's
     options by name (``{"clock": "1"}``); ``dry_run`` prints :func:`dry_run_text`."""
-    from anchorlab.sweep.runtable import run_table
+    from anchorlab.papers.runs import run_table
 
     if figure not in FIGURES:
         raise ConfigError(f"figure: must be one of {', '.join(FIGURES)}, got {figure!r}")
@@ -253,7 +253,7 @@ def _from_rows(fig: Figure, spec: Mapping[str, Any], scale: str, sweep_dir: Path
                from_tables: Sequence[str | Path]) -> tuple[dict, dict[str, Path], str]:
     """A run-table maker's tables and files from ``sweep_dir``'s runs and the committed ``from_tables``; the
     README's words on where the rows came from. A table the maker cannot read is refused in one line."""
-    from anchorlab.sweep.runtable import run_table
+    from anchorlab.papers.runs import run_table
 
     rows = run_table(([sweep_dir] if (sweep_dir / "runs").is_dir() else []) + [Path(t) for t in from_tables])
     said = ""
