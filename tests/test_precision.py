@@ -2,6 +2,8 @@
 
 import logging
 
+import os
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -181,10 +183,31 @@ def test_malloc_retain_is_not_part_of_the_run_id_and_takes_effect_on_glibc():
 
     from anchorlab.train.allocator import retain_freed_memory
 
-    a, b = experiment_from_dict({}, TINY), experiment_from_dict({}, TINY + ["train.malloc_retain=false"])
-    assert a.run_id() == b.run_id() and a.train.malloc_retain and not b.train.malloc_retain
+    a, b = experiment_from_dict({}, TINY + ["train.malloc_retain=true"]), experiment_from_dict({}, TINY)
+    assert a.run_id() == b.run_id() and a.train.malloc_retain and b.train.malloc_retain is False
     if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
         assert retain_freed_memory() and retain_freed_memory()
+
+
+def test_process_settings_are_off_for_a_library_call_on_under_the_command_line(tmp_path, monkeypatch):
+    """train.malloc_retain and train.flat_params change the process or the model: a library call leaves them off
+    unless asked; the command line turns them on for its commands (and restores the environment after)."""
+    from anchorlab.cli import main
+    from anchorlab.config.experiment import PROCESS_SETTINGS_ENV
+    from anchorlab.train import config_of
+
+    monkeypatch.delenv(PROCESS_SETTINGS_ENV, raising=False)
+    lib = experiment_from_dict({}, TINY)
+    assert (lib.train.malloc_retain, lib.train.flat_params) == (False, False)           # resolved, recorded
+    asked = experiment_from_dict({}, TINY + ["train.flat_params=true"])
+    assert asked.train.flat_params is True and asked.run_id() == lib.run_id()
+    monkeypatch.setenv(PROCESS_SETTINGS_ENV, "on")
+    assert experiment_from_dict({}, TINY).train.malloc_retain is True
+    monkeypatch.delenv(PROCESS_SETTINGS_ENV)
+    assert main(["train", "demo/small", "--out", str(tmp_path / "run"), "--set", "train.max_steps=2",
+                 "--set", "task.n_train=512", "--set", "task.n_eval_per_group=8", "--no-progress"]) == 0
+    cli = config_of(tmp_path / "run").train
+    assert (cli.malloc_retain, cli.flat_params) == (True, True) and PROCESS_SETTINGS_ENV not in os.environ
 
 
 def test_precision_path_follows_bf16_path_only_for_a_bf16_run():

@@ -62,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     cap_workers(args)
+    from anchorlab.config.experiment import PROCESS_SETTINGS_ENV
+
+    before = os.environ.get(PROCESS_SETTINGS_ENV)
+    os.environ.setdefault(PROCESS_SETTINGS_ENV, "on")   # the command line's training (and its workers) asks for them
     try:
         check_out(args)
         return args.fn(args)
@@ -83,3 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "resume_note", None):
             print(f"anchorlab: failed; {args.resume_note}", file=sys.stderr)
         raise
+    finally:
+        if before is None:
+            os.environ.pop(PROCESS_SETTINGS_ENV, None)
+        else:
+            os.environ[PROCESS_SETTINGS_ENV] = before

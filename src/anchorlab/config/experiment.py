@@ -205,7 +205,8 @@ class OptimConfig:
     min_lr: float = 1e-5
     clip_norm: float = 1.0
     peak_lr: float | None = None
-    fused: bool = field(default=False, metadata={"identity": "unless_default"})  # torch's fused AdamW kernel instead of foreach (opt-in: other bits; docs/engine.md)
+    # torch's fused AdamW kernel instead of foreach (opt-in: other bits; docs/engine.md)
+    fused: bool = field(default=False, metadata={"identity": "unless_default"})
 
     def __post_init__(self) -> None:
         p = "optim"
@@ -251,18 +252,24 @@ class TrainConfig:
     dtype: str = "float32"
     threads: int = 0             # torch intra-op threads; 0 -> leave as is
     flush_denormal: bool = True
-    # CPU: glibc keeps freed memory so activations stop page-faulting each step; speed only (train/allocator.py)
-    malloc_retain: bool = field(default=True, metadata={"identity": False})
-    # single loop: clip and AdamW over one flat buffer per group, the same bits (train/flat.py); not in the run id
-    flat_params: bool = field(default=True, metadata={"identity": False})
+    # CPU: glibc keeps freed memory so activations stop page-faulting each step; speed only (train/allocator.py).
+    # Process-wide and never undone; None: on under the command line, off for a library call (process_settings)
+    malloc_retain: bool | None = field(default=None, metadata={"identity": False})
+    # single loop: clip and AdamW over one flat buffer per group, the same bits (train/flat.py); re-seats the
+    # model's parameters; not in the run id. None: on under the command line, off for a library call
+    flat_params: bool | None = field(default=None, metadata={"identity": False})
     compile: bool = False
     amp: str = "none"            # "none" | "bf16" | "auto" (bf16 on a CPU with bf16 matrix units; train/precision.py)
     # resolved when the whole config is built, so a saved config names the path that ran; in the run id only for
     # a bf16 run on the native path, so no run id recorded before the field moved (docs/choices.md)
-    bf16_path: str = field(default="auto", metadata={  # "auto" (native for the anchorlab Transformer in float32 without compile, else autocast; config/precision_rules.py) | "native" (bf16 activations between ops; docs/engine.md) | "autocast" (torch.autocast, every committed bf16 study)
+    # "auto" (native for the anchorlab Transformer in float32 without compile, else autocast;
+    # config/precision_rules.py) | "native" (bf16 activations between ops; docs/engine.md) | "autocast"
+    # (torch.autocast, every committed bf16 study)
+    bf16_path: str = field(default="auto", metadata={
         "identity_when": lambda c: c.amp != "none" and c.bf16_path == "native"})
     # native path, single loop and stack; speed only (model/bf16.py, WeightCache; docs/engine.md, "Weight layout")
-    bf16_wt: str = field(default="auto", metadata={"identity": False})  # the forward's W.T: "auto" (a bf16 copy on a CPU with AMX, else the view of W's bf16 copy) | "copy" | "view"
+    # the forward's W.T: "auto" (a bf16 copy on a CPU with AMX, else the view of W's bf16 copy) | "copy" | "view"
+    bf16_wt: str = field(default="auto", metadata={"identity": False})
     tf32: bool = False
     log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
     # log the early predictors of the anchor task (analysis/predictors) at each eval; not part of the run id
@@ -326,6 +333,9 @@ class ExperimentConfig:
         if self.train.bf16_path == "auto":   # resolved here, once: the saved config and the run id name the path
             path = auto_bf16_path(self.model, self.train)
             object.__setattr__(self, "train", dataclasses.replace(self.train, bf16_path=path))
+        unset = {k: process_settings() for k in PROCESS_SETTINGS if getattr(self.train, k) is None}
+        if unset:   # resolved here, once: the saved config names what ran
+            object.__setattr__(self, "train", dataclasses.replace(self.train, **unset))
 
     def to_dict(self) -> dict[str, Any]:
         return to_dict(self)
@@ -340,6 +350,17 @@ class ExperimentConfig:
         """Stable 12-hex hash of the config (``name`` and fields marked not-identity excluded)."""
         d = {k: v for k, v in vars(self).items() if k != "name"}
         return config_hash(d)
+
+
+PROCESS_SETTINGS = ("malloc_retain", "flat_params")   # the train fields that change the process or the model
+PROCESS_SETTINGS_ENV = "ANCHORLAB_PROCESS_SETTINGS"
+
+
+def process_settings() -> bool:
+    """What an unset (None) ``train.malloc_retain`` / ``train.flat_params`` means: on where
+    ``$ANCHORLAB_PROCESS_SETTINGS`` is ``on`` (the command line sets it for its commands and the processes they
+    start), off otherwise, so a library call leaves glibc's malloc and the model's parameters alone unless asked."""
+    return os.environ.get(PROCESS_SETTINGS_ENV, "off") == "on"
 
 
 AUTO = ("auto", None)
