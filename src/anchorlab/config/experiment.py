@@ -253,32 +253,31 @@ class TrainConfig:
     threads: int = 0             # torch intra-op threads; 0 -> leave as is
     flush_denormal: bool = True
     # CPU: glibc keeps freed memory so activations stop page-faulting each step; speed only (train/allocator.py).
-    # Process-wide and never undone; None: on under the command line, off for a library call (process_settings)
+    # Process-wide and never undone. None: on under the command line, off for a library call (process_settings)
     malloc_retain: bool | None = field(default=None, metadata={"identity": False})
     # single loop: clip and AdamW over one flat buffer per group, the same bits (train/flat.py); re-seats the
-    # model's parameters; not in the run id. None: on under the command line, off for a library call
+    # model's parameters. None: on under the command line, off for a library call
     flat_params: bool | None = field(default=None, metadata={"identity": False})
     compile: bool = False
     amp: str = "none"            # "none" | "bf16" | "auto" (bf16 on a CPU with bf16 matrix units; train/precision.py)
-    # resolved when the whole config is built, so a saved config names the path that ran; in the run id only for
-    # a bf16 run on the native path, so no run id recorded before the field moved (docs/choices.md)
     # "auto" (native for the anchorlab Transformer in float32 without compile, else autocast;
     # config/precision_rules.py) | "native" (bf16 activations between ops; docs/engine.md) | "autocast"
-    # (torch.autocast, every committed bf16 study)
+    # (torch.autocast, every committed bf16 study). Resolved when the whole config is built, so a saved config
+    # names the path that ran; in the run id only for a bf16 run on the native path (docs/choices.md)
     bf16_path: str = field(default="auto", metadata={
         "identity_when": lambda c: c.amp != "none" and c.bf16_path == "native"})
-    # native path, single loop and stack; speed only (model/bf16.py, WeightCache; docs/engine.md, "Weight layout")
-    # the forward's W.T: "auto" (a bf16 copy on a CPU with AMX, else the view of W's bf16 copy) | "copy" | "view"
+    # the forward's W.T on the native path: "auto" (a bf16 copy on a CPU with AMX, else the view of W's bf16 copy)
+    # | "copy" | "view"; speed only (model/bf16.py, WeightCache; docs/engine.md, "Weight layout")
     bf16_wt: str = field(default="auto", metadata={"identity": False})
     tf32: bool = False
     log_complexity: bool = False  # log stable rank / condensation / embedding order at each eval
-    # log the early predictors of the anchor task (analysis/predictors) at each eval; not part of the run id
+    # log the early predictors of the anchor task (papers/analysis/predictors) at each eval
     log_predictors: bool = field(default=False, metadata={"identity": False})
-    # ... only at evaluations up to this fraction of the total steps (the one nearest to it included) and at
+    # the predictors are logged only at evaluations up to this fraction of the total steps (the one nearest to it included) and at
     # the last step (each call costs about one evaluation); 1.0 -> every evaluation
     predictors_until: float = field(default=1.0, metadata={"identity": False})
     stop_when: tuple[str, ...] = ()
-    # experiment tracking (anchorlab.tracking): none | mlflow | tensorboard; not part of the run id
+    # experiment tracking (anchorlab.tracking): none | mlflow | tensorboard
     tracking: str = field(default="none", metadata={"identity": False})
 
     def __post_init__(self) -> None:

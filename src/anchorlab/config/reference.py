@@ -32,6 +32,7 @@ The run id hashes every field except `name` and those marked "not in the run id"
 """
 
 _COMMENT = re.compile(r"^\s+(\w+)\s*:[^#]*#\s*(.+)$")
+_FIELD = re.compile(r"^\s+(\w+)\s*:\s*\S")
 
 
 def _type_name(tp: Any) -> str:
@@ -59,7 +60,8 @@ def _default(f: dataclasses.Field) -> str:
 
 
 def _comments(cls: type) -> dict[str, str]:
-    """Field -> the comment at the end of its line in the class body (the inline notes of the source)."""
+    """Field -> its note in the class body: the comment at the end of its line, else the comment lines right
+    above it (the inline notes of the source)."""
     out: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if not dataclasses.is_dataclass(klass):
@@ -68,10 +70,18 @@ def _comments(cls: type) -> dict[str, str]:
             src = inspect.getsource(klass)
         except (OSError, TypeError):
             continue
+        above: list[str] = []
         for line in src.splitlines():
+            if line.strip().startswith("#"):
+                above.append(line.strip().lstrip("#").strip())
+                continue
             m = _COMMENT.match(line)
+            field = _FIELD.match(line)
             if m:
                 out[m.group(1)] = m.group(2).strip()
+            elif field and above:
+                out[field.group(1)] = " ".join(above)
+            above = []
     return out
 
 
