@@ -193,7 +193,7 @@ def test_process_settings_are_off_for_a_library_call_on_under_the_command_line(t
     """train.malloc_retain and train.flat_params change the process or the model: a library call leaves them off
     unless asked; the command line turns them on for its commands (and restores the environment after)."""
     from anchorlab.cli import main
-    from anchorlab.config.experiment import PROCESS_SETTINGS_ENV
+    from anchorlab.config.process_settings import PROCESS_SETTINGS_ENV
     from anchorlab.train import config_of
 
     monkeypatch.delenv(PROCESS_SETTINGS_ENV, raising=False)

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     cap_workers(args)
-    from anchorlab.config.experiment import PROCESS_SETTINGS_ENV
+    from anchorlab.config.process_settings import PROCESS_SETTINGS_ENV
 
     before = os.environ.get(PROCESS_SETTINGS_ENV)
     os.environ.setdefault(PROCESS_SETTINGS_ENV, "on")   # the command line's training (and its workers) asks for them

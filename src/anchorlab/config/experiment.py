@@ -5,6 +5,9 @@ class (it lives beside its task, e.g. :class:`anchorlab.tasks.anchor.config.Anch
 ``model.arch`` likewise picks the model family's config (the transformer's is
 :class:`ModelConfig`). The other sections are shared by every task. Choices
 where the papers are vague are documented on the field and in ``docs/choices.md``.
+
+The module runs over 400 lines: every section's fields sit here with the notes the config reference
+(docs/config_reference.md) reads from their comments, so a field and its documentation stay one edit.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Annotated, Any, ClassVar
 
 from anchorlab.config.base import (ConfigError, Select, apply_overrides, check_choice, check_range, coerce, config_hash, fail,
                    from_dict, load_yaml, to_dict)
+from anchorlab.config.process_settings import PROCESS_SETTINGS, process_settings
 from anchorlab.config.precision_rules import BF16_PATHS, auto_bf16_path, matmul_amp  # noqa: F401 -- re-exported
 from anchorlab.config.stop_rule import STOP_RULE, parse_stop_rule  # noqa: F401 -- re-exported
 
@@ -349,17 +353,6 @@ class ExperimentConfig:
         """Stable 12-hex hash of the config (``name`` and fields marked not-identity excluded)."""
         d = {k: v for k, v in vars(self).items() if k != "name"}
         return config_hash(d)
-
-
-PROCESS_SETTINGS = ("malloc_retain", "flat_params")   # the train fields that change the process or the model
-PROCESS_SETTINGS_ENV = "ANCHORLAB_PROCESS_SETTINGS"
-
-
-def process_settings() -> bool:
-    """What an unset (None) ``train.malloc_retain`` / ``train.flat_params`` means: on where
-    ``$ANCHORLAB_PROCESS_SETTINGS`` is ``on`` (the command line sets it for its commands and the processes they
-    start), off otherwise, so a library call leaves glibc's malloc and the model's parameters alone unless asked."""
-    return os.environ.get(PROCESS_SETTINGS_ENV, "off") == "on"
 
 
 AUTO = ("auto", None)
