@@ -1,4 +1,5 @@
-"""The README's and docs/results.md's numbers are generated from the committed tables (tools/docs.py)."""
+"""The numbers of the README, docs/results.md and the claim pages (docs/claims/) are generated from the committed
+tables (tools/docs.py)."""
 from __future__ import annotations
 
 import importlib.util
@@ -13,7 +14,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "docs.py"
-FILES = ("README.md", "docs/results.md")
+CLAIMS = [f"C{i}" for i in range(1, 14)] + ["EV"]
+# every page under docs/claims/ gets the checks; test_the_tool_rewrites_every_checked_file keeps the tool in step
+PAGES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs" / "claims").glob("*.md"))
+FILES = ("README.md", "docs/results.md", *PAGES)
 
 
 def _tool():
@@ -82,14 +86,57 @@ def test_an_unknown_or_unclosed_block_is_an_error_naming_it(tmp_path):
     assert res.returncode == 2 and "'no-such-block' is not closed" in res.stderr
 
 
-def test_every_block_name_used_exists_and_every_claim_has_its_section():
+def test_the_tool_rewrites_every_checked_file():
+    assert set(_tool().FILES) == set(FILES)
+
+
+def test_every_block_name_used_exists_and_every_claim_has_its_section_and_page():
     tool = _tool()
     text = (ROOT / "docs" / "results.md").read_text()
-    used = set(re.findall(r"<!-- generated: ([\w-]+) -->", text + (ROOT / "README.md").read_text()))
+    used = set(re.findall(r"<!-- generated: ([\w-]+) -->", "".join((ROOT / f).read_text() for f in FILES)))
     assert used <= set(tool.BLOCKS)
-    for claim in [f"C{i}" for i in range(1, 14)] + ["EV"]:
+    for claim in CLAIMS:
+        page = f"claims/{claim.lower()}.md"
         assert f"\n## {claim}\n" in text
         assert f"<!-- generated: {claim.lower()}-status -->" in text
+        section = text.split(f"\n## {claim}\n", 1)[1].split("\n## ", 1)[0]
+        assert f"Full evidence: [{page}]({page})" in section, f"results.md's {claim} does not link its page"
+        assert (ROOT / "docs" / page).read_text().startswith(f"# {claim}\n")
+
+
+def test_results_stays_a_page_a_reader_finishes():
+    size = len((ROOT / "docs" / "results.md").read_bytes())
+    assert size <= 30_000, f"docs/results.md is {size} bytes; move evidence to its claim page (docs/claims/)"
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's heading anchors of a Markdown file: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in re.findall(r"(?m)^#+ (.+?)\s*$", text):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+@pytest.mark.parametrize("rel", FILES)
+def test_relative_links_and_images_resolve(rel):
+    path = ROOT / rel
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (path.parent / file).resolve() if file else path
+        if not dest.exists():
+            broken.append(target)
+        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+            broken.append(target)
+    assert not broken, f"{rel}: links that do not resolve: {broken}"
 
 
 @pytest.mark.parametrize("rel", FILES)

@@ -1,4 +1,4 @@
-"""Rewrite or check the generated blocks of README.md and docs/results.md.
+"""Rewrite or check the generated blocks of README.md, docs/results.md and the claim pages (docs/claims/).
 
 A generated block is the text between ``<!-- generated: NAME -->`` and ``<!-- end generated -->``;
 NAME is one of :data:`BLOCKS`, each a function that reads committed tables under docs/figures/ (and
@@ -8,7 +8,9 @@ the sweep presets, for a claim's scale) and returns Markdown.
     python tools/docs.py --check     # exit 1 naming each stale block; 0 when all are current
     python tools/docs.py --list      # the block names
 
-Every number in README.md and docs/results.md sits in such a block; tests/test_docs.py runs the check.
+Every number in README.md, docs/results.md and docs/claims/*.md sits in such a block; a block may appear in
+more than one file (results.md shows a claim's main table, its page every table). tests/test_docs.py runs
+the check.
 """
 from __future__ import annotations
 
@@ -27,7 +29,9 @@ import docs_fig2 as f2  # noqa: E402
 import docs_status as st  # noqa: E402
 from docs_common import ROOT  # noqa: E402
 
-FILES = ("README.md", "docs/results.md")
+# docs/results.md keeps each claim's status, figure, main table and caveats; its full evidence is a page of its own.
+CLAIM_PAGES = tuple(f"docs/claims/{name}.md" for name in ("demo", *(f"c{i}" for i in range(1, 14)), "ev"))
+FILES = ("README.md", "docs/results.md", *CLAIM_PAGES)
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
 OPEN = re.compile(r"<!-- generated: ([^>]*?) -->")
 
