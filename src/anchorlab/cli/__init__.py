@@ -21,7 +21,9 @@ from anchorlab.config import ConfigError
 from anchorlab.cli.support import check_out, cleanup, name_flags
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """Every command's parser; the figures' options become ``reproduce`` flags (read from the figure registry only
+    where ``argv`` names the command, so that other commands start without importing the figures)."""
     from anchorlab.cli.parser import build_parser as build
     from anchorlab.cli.reproduce import cmd_reproduce
     from anchorlab.cli.runs import cmd_analyze, cmd_bench, cmd_config, cmd_eval, cmd_train
@@ -30,7 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
     return build({"config": cmd_config, "train": cmd_train, "eval": cmd_eval, "demo": cmd_demo,
                   "robustness": cmd_robustness, "sweep": cmd_sweep, "report": cmd_report, "status": cmd_status,
                   "analyze": cmd_analyze,
-                  "reproduce": cmd_reproduce, "bench": cmd_bench})
+                  "reproduce": cmd_reproduce, "bench": cmd_bench},
+                 _figure_options() if argv is None or "reproduce" in argv else {})
+
+
+def _figure_options() -> dict:
+    from anchorlab.papers.reproduce import figure_options
+
+    return figure_options()
 
 
 def local_cores() -> int:
@@ -55,7 +64,7 @@ def cap_workers(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     args.argv = argv
     if args.cmd == "reproduce":
         args.scale_given = "--scale" in argv or any(x.startswith("--scale=") for x in argv)

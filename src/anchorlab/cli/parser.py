@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from anchorlab.cli.support import DESCRIPTION, WORKFLOW, HelpFormatter
 
 
-def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) -> argparse.ArgumentParser:
-    """The parser of every command; ``handlers[name]`` runs command ``name`` (``args.fn``)."""
+def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]],
+                 figure_options: Mapping[str, Any] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; ``handlers[name]`` runs command ``name`` (``args.fn``); ``figure_options``:
+    the figures' options (:func:`anchorlab.papers.reproduce.registry.figure_options`), each a ``reproduce`` flag."""
     from anchorlab import __version__
 
     p = argparse.ArgumentParser(prog="anchorlab", description=DESCRIPTION, epilog=WORKFLOW,
@@ -50,7 +53,7 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
 
     def no_progress(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--no-progress", action="store_true", help="no progress bar or per-run lines")
-    b = (command, overrides, execution, no_progress, with_lrs, positive, floats, handlers)
+    b = (command, overrides, execution, no_progress, with_lrs, positive, floats, handlers, figure_options or {})
     for group in (_run_commands, _demo_commands, _sweep_commands, _reproduce_command, _bench_command):
         group(b)
     return p
@@ -58,7 +61,7 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]]) ->
 
 def _run_commands(b: tuple) -> None:
     """The config, train and eval commands."""
-    command, overrides, execution, no_progress, with_lrs, positive, floats, handlers = b
+    command, overrides, execution, no_progress, with_lrs, positive, floats, handlers, figure_options = b
     sp = command("config", "print the resolved config, its run id and its peak lr; --list the presets")
     sp.add_argument("config", nargs="?", help="YAML file or preset name (e.g. neurips/paper, demo/small, scan/cpu)")
     overrides(sp, "dotted override, e.g. --set init.gamma=0.45")
@@ -83,7 +86,7 @@ def _run_commands(b: tuple) -> None:
 
 def _demo_commands(b: tuple) -> None:
     """The demo and robustness commands."""
-    command, overrides, execution, no_progress, with_lrs, positive, floats, handlers = b
+    command, overrides, execution, no_progress, with_lrs, positive, floats, handlers, figure_options = b
     sp = command("demo", "train a large-init and a small-init model and compare them")
     sp.add_argument("--task", default="journal", choices=["journal", "neurips"],
                     help="journal: both (3,4) and (4,3) unseen, journal gamma 0.4 vs 0.8 (the init-rate contrast); "
@@ -124,7 +127,7 @@ def _demo_commands(b: tuple) -> None:
 
 def _sweep_commands(b: tuple) -> None:
     """The sweep, status, report and analyze commands."""
-    command, overrides, execution, no_progress, with_lrs, positive, floats, handlers = b
+    command, overrides, execution, no_progress, with_lrs, positive, floats, handlers, figure_options = b
     sp = command("sweep", "run (or resume) a sweep: a base config x axes, results in SQLite; --list the presets")
     sp.add_argument("spec", nargs="?", help="sweep YAML or preset (e.g. fig2_cpu)")
     sp.add_argument("--list", action="store_true", help="list the sweep presets")
@@ -168,7 +171,7 @@ def _sweep_commands(b: tuple) -> None:
 
 def _reproduce_command(b: tuple) -> None:
     """The reproduce command."""
-    command, overrides, execution, no_progress, with_lrs, positive, floats, handlers = b
+    command, overrides, execution, no_progress, with_lrs, positive, floats, handlers, figure_options = b
     sp = command("reproduce", "reproduce a paper figure: sweep + analyses + figure + paper values")
     sp.add_argument("figure", nargs="?", help="figure id (see --list)")
     sp.add_argument("--list", action="store_true", help="list the figures, their runs and estimated compute")
@@ -178,16 +181,8 @@ def _reproduce_command(b: tuple) -> None:
     sp.add_argument("--out", help="output directory (default: runs/reproduce/<figure>-<scale>)")
     execution(sp)
     overrides(sp, "extra override for every run of the figure's sweep (e.g. train.epochs=2)")
-    sp.add_argument("--clock", choices=["0.5", "1", "2"],
-                    help="the optimizer clock as a fraction of the paper's 92,190 steps (figures with a --clock "
-                         "option, e.g. neurips-fig2; default: the figure's, 0.5)")
-    sp.add_argument("--lrs", choices=["range", "nine"],
-                    help="the peak lrs: the grid's three inside the paper's corrected range, or the paper's own "
-                         "nine inside it (figures with an --lrs option, e.g. neurips-fig2; default: range)")
-    sp.add_argument("--depth", help="the model's layers (figures with a --depth option, e.g. journal-fig3; "
-                                    "`--list` names the values)")
-    sp.add_argument("--cells", help="which cells of the grid to run (figures with a --cells option, e.g. "
-                                    "journal-fig3: grid or corner)")
+    for name, opt in figure_options.items():   # declared once, by the figures (papers/reproduce/registry.py)
+        sp.add_argument(f"--{name}", choices=opt.values, metavar=opt.metavar, help=opt.help)
     sp.add_argument("--from-table", action="append", default=[], metavar="CSV",
                     help="a committed run table (e.g. docs/figures/fig2_cell_cpu.csv) whose rows join the runs of "
                          "OUT/sweep (a run found there wins); with --no-train it redraws a committed figure; "
@@ -203,7 +198,7 @@ def _reproduce_command(b: tuple) -> None:
 
 def _bench_command(b: tuple) -> None:
     """The bench command."""
-    command, overrides, execution, no_progress, with_lrs, positive, floats, handlers = b
+    command, overrides, execution, no_progress, with_lrs, positive, floats, handlers, figure_options = b
     sp = command("bench", "this CPU's GEMM rate per layout and dtype and the training step per precision")
     sp.add_argument("--shapes", default="demo,paper", help="demo (demo/small) and/or paper (neurips/paper, batch 2048)")
     sp.add_argument("--precisions", default="fp32,bf16,bf16-native",

@@ -11,6 +11,7 @@ from anchorlab.cli.support import will_create
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
     from anchorlab.papers.reproduce import FIGURES, describe_figures, reproduce
+    from anchorlab.papers.reproduce import figure_options
 
     if a.list or not a.figure:
         print(describe_figures(a.scale if a.scale_given else None))
@@ -21,7 +22,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     out = Path(a.out) if a.out else Path("runs") / "reproduce" / f"{a.figure}-{a.scale}"
     will_create(a, out)
     print(f"reproduce {a.figure} at scale {a.scale} -> {out}", flush=True)
-    options = {k: getattr(a, k) for k in ("clock", "lrs", "depth", "cells") if getattr(a, k, None) is not None}
+    options = {k: getattr(a, k) for k in figure_options() if getattr(a, k, None) is not None}
     res = reproduce(a.figure, a.scale, out, executor=a.executor, workers=a.workers, dry_run=a.dry_run,
                     progress=not a.no_progress, overrides=a.set, train=not a.no_train, options=options,
                     from_tables=a.from_table)

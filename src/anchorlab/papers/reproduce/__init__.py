@@ -1,7 +1,8 @@
 """``anchorlab reproduce``: every paper figure with data behind it, at CPU and at paper scale.
 
 :data:`FIGURES` maps a figure id (``neurips-fig2``, ``journal-fig7b``, ...) to
-its sweeps, maker and the paper's claims (:mod:`.registry`); :func:`reproduce`
+its sweeps, maker and the paper's claims (:mod:`.registry`); :func:`figure_options` the command line's
+``reproduce`` flags, made from the figures' options; :func:`reproduce`
 runs one (:mod:`.runner`); :func:`describe_figures` lists them with their runs
 and estimated compute. Figure modules: ``figures_*.py``.
 """
@@ -14,7 +15,26 @@ from anchorlab.papers.reproduce import figures_fig2, figures_predictors, figures
 from anchorlab.papers.reproduce import figures_opset, figures_opset_many  # noqa: F401  (register)
 from anchorlab.papers.reproduce import figures_journal3  # noqa: F401  (register)
 from anchorlab.papers.reproduce import figures_scale  # noqa: F401  (register)
-from anchorlab.papers.reproduce.registry import FIGURES, Claim, Figure, register
+from anchorlab.papers.reproduce.registry import FIGURES, Claim, Figure, FlagSpec, Option, register
 from anchorlab.papers.reproduce.runner import describe_figures, figure_spec, reproduce
 
-__all__ = ["FIGURES", "Claim", "Figure", "register", "describe_figures", "figure_spec", "reproduce"]
+
+def figure_options() -> dict[str, FlagSpec]:
+    """Every option name the registered figures declare -> its command-line flag (the CLI's ``reproduce`` flags
+    are these, nothing else); a figure refuses a value it does not offer (:func:`anchorlab.papers.reproduce.runner`)."""
+    by_name: dict[str, list[tuple[str, Option]]] = {}
+    for fig in FIGURES.values():
+        for opt in fig.options:
+            by_name.setdefault(opt.name, []).append((fig.id, opt))
+    out = {}
+    for name, offers in by_name.items():
+        values = tuple(dict.fromkeys(v for _, o in offers for v in o.values))
+        groups: dict[tuple[tuple[str, ...], str], list[str]] = {}
+        for fid, o in offers:
+            groups.setdefault((tuple(o.values), o.default), []).append(fid)
+        figs = "; ".join(f"{', '.join(ids)}: {', '.join(vals)}, default {d}" for (vals, d), ids in groups.items())
+        out[name] = FlagSpec(name, values, f"{offers[0][1].help} [{figs}]")
+    return out
+
+
+__all__ = ["FIGURES", "Claim", "Figure", "register", "describe_figures", "figure_spec", "reproduce", "figure_options"]

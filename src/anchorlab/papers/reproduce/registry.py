@@ -97,6 +97,20 @@ class Figure:
 FIGURES: dict[str, Figure] = {}
 
 
+@dataclass(frozen=True)
+class FlagSpec:
+    """One ``reproduce`` flag made from the figures' :class:`Option` s of one name: every value any figure
+    offers, and a help naming the figures and each one's default."""
+
+    name: str
+    values: tuple[str, ...]
+    help: str
+
+    @property
+    def metavar(self) -> str:
+        return "{" + ",".join(self.values) + "}"
+
+
 def register(fig: Figure) -> Figure:
     if fig.id in FIGURES:
         raise ValueError(f"figure {fig.id!r} registered twice")
