@@ -10,7 +10,7 @@ from typing import Callable
 
 import docs_claims as cl
 import docs_fig2 as f2
-from docs_common import md_table, num, paper_gamma, sweep_scale, table
+from docs_common import md_table, num, paper_gamma, ratio, sweep_scale, table
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,16 @@ def _c2_status() -> str:
 def _c3_ours() -> str:
     d = table("gamma_wd_cpu_cells.csv")
     g = d[d.paper_gamma == d.paper_gamma.min()].sort_values("weight_decay")
-    return (f"on the NeurIPS task at the demo's clock, wd lifts the largest init ({num(g.inferential_best.iloc[0])} "
-            f"-> {num(g.inferential_best.iloc[-1])}) and smaller inits memorize at every wd; "
+    runs = table("gamma_wd_cpu.csv")
+    runs = runs[runs.paper_gamma == runs.paper_gamma.min()]
+    by_wd = {w: part.solution for w, part in runs.groupby("weight_decay")}
+    lo, top = min(by_wd), max(by_wd)
+    best_final = max(by_wd, key=lambda w: (by_wd[w] == "composes").mean())
+    return (f"NeurIPS task: wd lifts the largest init's best over training ({num(g.inferential_best.iloc[0])} -> "
+            f"{num(g.inferential_best.iloc[-1])}; {ratio(int((by_wd[top] == 'unfit').sum()), len(by_wd[top]))} end "
+            f"unfit there) and its composing runs from {ratio(int((by_wd[lo] == 'composes').sum()), len(by_wd[lo]))} to "
+            f"{ratio(int((by_wd[best_final] == 'composes').sum()), len(by_wd[best_final]))} (wd {best_final:g}, final); "
+            f"smaller inits memorize at every wd; "
             + cl.c3_journal_reading() + "; " + _demo_reading())
 
 
@@ -149,7 +157,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("C2", "gamma x depth (NeurIPS Fig. 2)", "the contrast at every depth >= 2", _c2_ours, _c2_status,
           ("fig2_depth_cpu", "fig2_paper")),
     Claim("C3", "phases and weight decay (journal Fig. 3, 10)", "smaller init and larger wd both move the model to reasoning",
-          _c3_ours, cl.c3_status, ("gamma_wd_cpu", "fig3_paper")),
+          _c3_ours, cl.c3_status, ("journal_fig3_cpu", "fig3_paper")),
     Claim("C4", "information flow (NeurIPS Fig. 3)", "the two solutions route the anchors differently",
           cl.seeded_ours("C4"), cl.seeded_status("C4"), ("mechanism_cpu", "mechanism_paper")),
     Claim("C5", "parallel vectors (NeurIPS Fig. 4)", "equal-target anchor pairs give parallel vectors at small init",
