@@ -335,6 +335,22 @@ def c1_crossing() -> str:
             + ("" if v["verdict"] != "pending" else f"; still possible: {v['still_possible']}") + ".\n")
 
 
+def _chance_of_distinct(done: pd.DataFrame, per_op_set: int) -> str:
+    """C1's chance baseline: with k composing small-init runs over N op sets of ``per_op_set`` runs each, how likely
+    k runs placed at random would land on as many different op sets as they did (here: all different), had the
+    op set no say; and the per-seed split of the op sets that compose."""
+    k, n = int(done.small_compose.sum()), len(done)
+    m = int((done.small_compose > 0).sum())
+    if k < 2 or m < k:
+        return ""
+    p = math.comb(n, k) * per_op_set ** k / math.comb(n * per_op_set, k)
+    every = int((done.small_compose == per_op_set).sum())
+    return (f"\nWhich op sets compose is close to chance: the {k} composing small-init runs sit on {m} different op "
+            f"sets, and {every} op sets compose in every seed; {k} runs placed at random among the "
+            f"{n * per_op_set} would all land on different op sets with probability {num(p)}, so the op sets that "
+            f"compose once say little about the op set's part.\n")
+
+
 def c1_many() -> str:
     """C1: the many-op-set study so far (docs/figures/opset_many_cpu.csv: random_op_sets(12, seed=0) x paper gamma
     0.3 / 0.8 x seeds 0-1 at one peak, 1/2x clock), one row per op set, and the property AUCs
@@ -392,6 +408,7 @@ def c1_many() -> str:
              f"its runs do, {math.ceil(RUNS_PER_INIT / 2)} of {RUNS_PER_INIT} here. Per run, over every op "
              f"set: the small init composes in {per_run_rate(runs, 0.8, 'composes')} and the large init memorizes "
              f"in {per_run_rate(runs, 0.3, 'memorizes')}.\n")
+    text += _chance_of_distinct(done, RUNS_PER_INIT)
     try:
         aucs = table("opset_properties_cpu.csv")
     except FileNotFoundError:
