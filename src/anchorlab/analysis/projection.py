@@ -2,7 +2,7 @@
 
 :func:`embed_2d` maps (N, d) vectors to (N, 2) with t-SNE (scikit-learn, an
 optional dependency: without it PCA is used and a warning is logged) or PCA.
-t-SNE is slow on CPU (about 30 s for 2000 points on a loaded 2-core machine),
+t-SNE is slow on CPU (measured once: notes/2026-12-code-measurements.md),
 so callers cap the number of points with :func:`subsample_index` first.
 
 :func:`activation_embedding` runs a model, takes the last-position activation
@@ -71,7 +71,7 @@ def embed_2d(X: np.ndarray | torch.Tensor, method: str = "tsne", max_points: int
     seed)`` are embedded (subsample first yourself to keep labels aligned).
     t-SNE: scikit-learn, PCA initialisation, perplexity capped at (M-1)/3,
     run with at most ``threads`` OpenMP/BLAS threads (None: library default;
-    on a shared CPU one thread was 4-30x faster than two, spinning threads).
+    on a shared CPU more threads spin and run slower; measured once: notes/2026-12-code-measurements.md).
     """
     if method not in METHODS:
         raise ConfigError(f"method: must be one of {', '.join(METHODS)}, got {method!r}")

@@ -65,7 +65,7 @@ def run_bench(shapes: Sequence[str] = ("demo", "paper"), precisions: Sequence[st
               overrides: Sequence[str] = (), rounds: int = 1) -> BenchResult:
     """Measure the GEMM layouts and the steps (see :mod:`anchorlab.bench`). ``steps``: timed steps per shape
     (default demo 20, paper 4); bf16 on a CPU without bf16 units is capped at ``emulated_steps`` (its
-    matmuls are emulated and slow: 43 s a paper-shape step on an AVX2 EPYC) with no warm-up and no
+    matmuls are emulated and slow; measured once: notes/2026-12-code-measurements.md) with no warm-up and no
     profile. ``malloc_retain``: as ``train.malloc_retain`` (process-wide once set: compare both settings
     in two processes). ``cuda``: also :func:`anchorlab.bench.cuda.cuda_bench` (``cuda_kw``), which skips
     where there is no CUDA device. ``overrides`` (``--set KEY=VALUE``): applied to every step's config, the

@@ -43,10 +43,9 @@ class WeightCache:
     version counter (or storage) changes.
 
     ``W.T`` is a contiguous copy where ``transposed_copy`` (what the training loops ask for on a CPU with
-    AMX tiles, where the forward's ``x @ W.T`` measured half the rate of ``x @ Wt`` with ``Wt``
-    row-major: ``train.precision.step_context``), else the transposed view of ``W`` (AVX512-BF16 without
-    AMX runs both layouts at the same rate, and a small model's transposing copies cost about 1% of its
-    step). On the AVX512-BF16 EPYC of docs/engine.md both give the same bits.
+    AMX tiles, where the forward's ``x @ W.T`` is slower than ``x @ Wt`` with ``Wt`` row-major:
+    ``train.precision.step_context``), else the transposed view of ``W`` (where both layouts run alike, so
+    the copies would only cost time). Measured once: notes/2026-12-code-measurements.md.
 
     A stale linear refreshes every stale linear at once, with one ``torch._foreach_copy_`` for the weights'
     casts and one for the biases' instead of a cast per linear: a step's update makes every copy stale
@@ -149,8 +148,8 @@ def _copies(mod: nn.Linear) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | 
 def _apply(fn: type[torch.autograd.Function], *args: object) -> torch.Tensor:
     """``fn.apply(*args)`` for a Function whose forward takes its arguments positionally, without
     ``Function.apply``'s ``inspect.signature`` binding of them on every call (what a Function with
-    ``setup_context``, needed for its vmap rule, pays: a tiny linear's call took 41 us through
-    ``Function.apply`` and 17 us here, one thread; the demo step makes 13). Outside functorch
+    ``setup_context``, needed for its vmap rule, pays: a large part of a tiny linear's call; measured once:
+    notes/2026-12-code-measurements.md). Outside functorch
     transforms that binding is all ``Function.apply`` adds before the C ``_FunctionBase.apply`` this
     calls, so the graph and the values are the same; under vmap (the stacks) it is ``fn.apply``."""
     if torch._C._are_functorch_transforms_active():
@@ -186,7 +185,8 @@ class _Linear(torch.autograd.Function):
         gx = (g2 @ w16).view(x.shape) if ctx.needs_input_grad[0] else None
         gw = (g2.t() @ x2).float()
         # bfloat16 sum (float32 accumulation inside, one rounding at the end, as autocast's addmm
-        # backward); sum(dtype=float32) would first copy g to float32, 6x slower
+        # backward); sum(dtype=float32) would first copy g to float32, which is slower
+        # (measured once: notes/2026-12-code-measurements.md)
         gb = g2.sum(0).float() if ctx.has_bias else None
         return gx, gw, gb, None, None, None
 

@@ -39,8 +39,8 @@ log = logging.getLogger(__name__)
 
 DEMO_PRESET = "demo/small"
 # The two init rates of the demo (std = fan_in ** -gamma); see docs/demo.md.
-# small init 0.45: the most robust of the gammas measured at this budget with the authors' conventions
-# (0.6 memorized in every case tried); the measured rate is in docs/demo.md.
+# small init 0.45: the most robust of the gammas tried at this budget with the authors' conventions
+# (measured once: notes/2026-12-code-measurements.md); the measured rate is in docs/demo.md.
 DEMO_GAMMAS = {"large_init": 0.3, "small_init": 0.45}
 
 # How the contrast is judged; printed and written into summary.json beside this run's numbers.

@@ -7,7 +7,8 @@ the sweep runner keeps that many in flight).
 * :class:`InProcessExecutor` runs ``fn`` inside ``submit`` (debugging, tests).
 * :class:`LocalPoolExecutor` is a :class:`~concurrent.futures.ProcessPoolExecutor`
   (``spawn`` or ``forkserver``) whose workers set ``torch.set_num_threads(1)``:
-  on a shared CPU box two threads per process ran 8x slower than one. Its workers
+  more threads per process run slower on a shared CPU (measured once:
+  notes/2026-12-code-measurements.md). Its workers
   exit within a second of the sweep process dying (:func:`watch_parent`).
 * :class:`RayExecutor` uses Ray Core (``ray.remote(fn).remote(...).future()``),
   imported only when built. On a cluster, start Ray there (``ray start --head``

@@ -4,10 +4,8 @@ PyTorch's CPU tensors come from ``malloc``. glibc serves blocks above its mmap
 threshold (128 KiB, adapting up to 32 MiB) with fresh ``mmap`` pages and gives
 them back on ``free``, so a training step that allocates the same large
 activations every step pays a page fault per 4 KiB page, every step. In a VM
-those faults are expensive: an elementwise op on the paper shape's FFN
-activation (18,432 x 1,200 float32, 88 MB) took 136 ms of wall time with the
-defaults and 26 ms with the thresholds raised (measured on a 2-core EPYC VM;
-half of it is invisible to the process's CPU clock).
+those faults are expensive, a large part of an elementwise op's time on a big
+activation (measured once: notes/2026-12-code-measurements.md).
 
 :func:`retain_freed_memory` raises glibc's mmap and trim thresholds with
 ``mallopt`` so freed blocks are reused. It is process-wide and cannot be undone

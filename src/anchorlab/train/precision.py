@@ -10,8 +10,8 @@
   (paper-scale GPU runs keep the papers' float32).
 
 On a CPU without those units PyTorch's bfloat16 matmuls are emulated and run
-several times *slower* than float32 (measured on an AVX2-only EPYC: 5.7 vs 45
-GFLOP/s for a 2304x128 @ 128x512 linear), which is why ``auto`` falls back and
+several times *slower* than float32 (measured once: notes/2026-12-code-measurements.md),
+which is why ``auto`` falls back and
 an explicit ``bf16`` warns. The resolved choice and its reason go into
 final.json (``precision``).
 

@@ -90,18 +90,8 @@ def check_stackable(cfgs: Sequence[ExperimentConfig]) -> None:
 
 
 # --------------------------------------------------------------------------- auto choice
-# Stack vs loop on CPU, measured on the shared 2-core development box (torch 2.13
-# CPU, 1 thread, process CPU time, min of 3 x 3 steps; docs/engine.md): speed of
-# one stacked step of G models relative to G single-model steps.
-#   work/model-step  model (d_model, batch, G)       stack/loop
-#     3.5e6        d32,   B 32,   G 4             2.12x
-#     2.8e7        d32,   B 256,  G 4             1.18x
-#     9.4e7        d128,  B 32,   G 4             1.19x
-#     2.3e8        d32,   B 2048, G 4             0.66x
-#     7.4e8        d400,  B 32,   G 2             0.98x
-#     7.6e8        d128,  B 256,  G 2 / 4         0.91x / 0.85x
-#     2.9e9        d400,  B 128,  G 2             0.83x
-#     3.0e9        d128,  B 1024, G 4             0.70x
+# Stack vs loop on CPU (the speed of one stacked step of G models relative to G single-model
+# steps, by work per model-step; measured once: notes/2026-12-code-measurements.md).
 # On CPU the stack amortizes per-op overhead, which only matters for small work
 # per step; at larger work batched matmuls (bmm) and LayerNorm with a batched
 # affine (decomposed by vmap into extra elementwise passes) make it slower.

@@ -6,29 +6,23 @@ multiply-adds (attention scores ignored, they are small at these lengths),
 ``batch_size * max_len`` tokens per step, steps from the config. Runs whose
 size this cannot know (a U-Net, a data size read from files) are counted
 apart and never turned into a number. Times assume two rates, printed with
-every estimate:
+every estimate (measured once: notes/2026-12-code-measurements.md):
 
-* CPU: ``CPU_FLOPS`` per worker process, *measured*: the CPU demo trains its
-  width-128 model 4,680 steps in ~222 s on one thread of the 2-core
-  development machine, 1e11 FLOP/s by this count (the count is of the full
-  sequence; the trained positions are fewer, which is why it exceeds the
-  matmul peak: read it as "demo-model steps per second", not as hardware FLOP/s);
-* CPU with bfloat16 matmuls: ``CPU_BF16_FLOPS`` per worker, *measured*: the
-  Fig. 2 clock map's 1/2x runs (width 128, depth 2, 46.1k steps at batch 256,
-  evaluations included) took 675-800 s each, two side by side on a 2-core
-  AVX512-BF16 EPYC: 2.3-2.7e11 by this count. Another 2-core EPYC with the
-  same flags took 1,305-1,530 s for the same runs (1.2-1.4e11): machines of
-  one kind differ by 2x, so read a CPU estimate as its fast end. It applies to the runs whose
+* CPU: ``CPU_FLOPS`` per worker process, the CPU demo's training rate on one
+  thread by this count (the count is of the full sequence; the trained
+  positions are fewer, which is why it exceeds the matmul peak: read it as
+  "demo-model steps per second", not as hardware FLOP/s);
+* CPU with bfloat16 matmuls: ``CPU_BF16_FLOPS`` per worker, the rate of the
+  Fig. 2 clock map's runs on a CPU with bf16 units by this count; machines of
+  one kind differ, so read a CPU estimate as its fast end. It applies to the runs whose
   ``train.amp`` resolves to bf16 on this CPU (``bf16``, or ``auto`` where the
   CPU has bf16 units: train/precision.py); the others use ``CPU_FLOPS``;
 * CPU with bfloat16 matmuls but no bf16 units (``train.amp: bf16`` there):
-  ``CPU_EMULATED_BF16_FLOPS``, *measured*: the bf16 training step was 10x
-  slower than float32 on an AVX2-only EPYC (docs/engine.md);
-* GPU: ``GPU_FLOPS`` per GPU, *measured once*: the Fig. 2 cell's runs (width
-  128, depth 2, batch 256) on one H200, float32 (``train.amp: auto`` keeps
-  float32 on CUDA), ``train.compile: true``, six processes each training a
-  stack of six: 57-59 steps/s per stack, 36 models, about 2,070 model-steps/s,
-  8e12 by this count, the GPU 99-100% busy (notes/2026-11-headline-log.md). Small models
+  ``CPU_EMULATED_BF16_FLOPS``, a fraction of ``CPU_FLOPS``: the bf16 matmuls
+  are emulated there and slower than float32;
+* GPU: ``GPU_FLOPS`` per GPU, the rate of the Fig. 2 cell's runs in float32
+  (``train.amp: auto`` keeps float32 on CUDA), trained as stacks with
+  ``train.compile: true``, by this count. Small models
   in float32 are far from the chip's peak, so wider models and bf16 run
   faster than this: read GPU hours as an upper bound.
 """
