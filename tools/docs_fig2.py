@@ -49,10 +49,17 @@ def fig2_hero() -> str:
         row = [str(depth)]
         for g in (0.3, 0.8):
             r = _pick(d, n_layers=depth, paper_gamma=g)
-            row.append("not run" if r.empty else f"{_cell(r.iloc[0])}, {r.iloc[0].solution}")
+            if r.empty:
+                row.append("not run")
+                continue
+            c = r.iloc[0]
+            runs = (count(c.symmetric_per_run, c.n_runs) + " memorize" if g == 0.3 else
+                    count(c.inferential_per_run, c.n_runs) + " compose")
+            row.append(f"{_cell(c)}, {c.solution}; runs: {runs}")
         rows.append(row)
     rows.append(["paper, depth >= 2"] + [PAPER_READING[g] for g in (0.3, 0.8)])
-    head = ["depth", "paper gamma 0.3 (large init): inferential / symmetric", "paper gamma 0.8 (small init)"]
+    head = ["depth", "paper gamma 0.3 (large init): papers' cell, inferential / symmetric; per run",
+            "paper gamma 0.8 (small init)"]
     return md_table(head, rows)
 
 
