@@ -51,7 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("report", ("report", "report_page"), "a sweep's HTML page"),
     ("bench", ("bench",), "the training benchmark: step times per path and shape, a new CPU read"),
     # The papers' layer (anchorlab.papers): nothing below it imports it (test_the_library_never_imports_the_papers).
-    ("papers-judgement", ("papers.runs", "papers.eval", "papers.analysis", "papers.plots"),
+    ("papers-judgement", ("papers.gammas", "papers.runs", "papers.eval", "papers.analysis", "papers.plots"),
      "the papers' run table, judgement (cell, readings, contrast, crossing, wd grid), the predictors study's fits, figures"),
     ("papers-figures", ("papers.reproduce", "papers.analyses"),
      "paper figures and the CPU studies: sweep per scale -> run table or sweep dir -> maker -> figure and claims"),

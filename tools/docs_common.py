@@ -28,8 +28,10 @@ def table(name: str) -> pd.DataFrame:
 
 # ------------------------------------------------------------------ numbers and labels
 def paper_gamma(gamma: float, width: float) -> float:
-    """The gamma that gives, at width 400, the std ``width ** -gamma``: gamma * ln(width) / ln(400)."""
-    return float(gamma) * math.log(float(width)) / math.log(PAPER_WIDTH)
+    """The gamma that gives, at width 400, the std ``width ** -gamma`` (:func:`anchorlab.papers.gammas.convert`)."""
+    from anchorlab.papers.gammas import convert
+
+    return convert(gamma, width)
 
 
 def std_of(gamma: float, width: float) -> float:

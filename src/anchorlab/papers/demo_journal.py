@@ -21,21 +21,20 @@ figures folder (:func:`anchorlab.io.figures_dir`), never kept in the code.
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from anchorlab.papers.gammas import JOURNAL_WIDTH, PAPER_WIDTH, convert
 from anchorlab.config import ConfigError, load_yaml
 from anchorlab.io import MissingResult, atomic_write, figures_file, write_json
 from anchorlab.run_status import TRAINED
 
 PRESET = "demo/journal"
 GAMMAS = {"large_init": 0.4, "small_init": 0.8}   # journal gammas: std = 640^-gamma
-REF_WIDTH = 640
-PAPER_WIDTH = 400                                  # "paper gamma": the NeurIPS convention, std at width 400
+REF_WIDTH = JOURNAL_WIDTH                          # "journal gamma": every std read at width 640
 ID_MIN, COMPOSE_MIN, MEMORIZE_MAX = 0.9, 0.8, 0.2
 RULE = (f"small init composes: ID >= {ID_MIN} and unseen-pair accuracy >= {COMPOSE_MIN}; large init memorizes "
         f"the seen pairs: ID >= {ID_MIN} and unseen-pair accuracy <= {MEMORIZE_MAX}; the contrast holds for a "
@@ -50,8 +49,8 @@ ANSWERS = ("composition", "trained target", "other")
 
 
 def paper_gamma(gamma: float) -> float:
-    """The NeurIPS convention's gamma (the std at width 400) of journal gamma ``gamma`` (std 640^-gamma)."""
-    return gamma * math.log(REF_WIDTH) / math.log(PAPER_WIDTH)
+    """The paper gamma (the std at width 400) of journal gamma ``gamma`` (std 640^-gamma)."""
+    return convert(gamma, REF_WIDTH, PAPER_WIDTH)
 
 
 def arm_of(gamma: float) -> str:

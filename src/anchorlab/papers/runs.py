@@ -24,13 +24,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from anchorlab.papers.gammas import PAPER_WIDTH, read_at
 from anchorlab.run_status import COMPLETED
 from anchorlab.sweep import runtable as rt
 
 if TYPE_CHECKING:
     import pandas as pd
 
-PAPER_WIDTH = 400
 PAPER_STEPS = 92_190   # NeurIPS App. A: 210 epochs of 900k sequences at batch 2048 (439 full batches each)
 HEAD = ["run_id", "status", "source", "op_set", "paper_gamma", "peak_lr", "seed", "clock", "steps", "total_steps",
         "wall_seconds", "device", "precision"]
@@ -39,14 +39,8 @@ CURVE_COLUMNS = ["run_id", "step", "id_acc", "inferential", "symmetric"]
 
 
 def paper_gamma(gamma: float, ref_width: Any, d_model: Any) -> float:
-    """The paper's gamma a run stands for: its gamma when it is read at the paper's width 400
-    (``init.ref_width: 400``, or a width-400 model without a reference); NaN otherwise."""
-    def known(v: Any) -> bool:
-        return v is not None and not (isinstance(v, float) and math.isnan(v))
-
-    ref = int(ref_width) if known(ref_width) else None
-    width = int(d_model) if known(d_model) else None
-    return float(gamma) if (ref or width) == PAPER_WIDTH else math.nan
+    """The paper's gamma a run stands for (:func:`anchorlab.papers.gammas.read_at` width 400); NaN otherwise."""
+    return read_at(gamma, ref_width, d_model, PAPER_WIDTH)
 
 
 def op_set_label(task: Mapping[str, Any]) -> str:

@@ -27,8 +27,8 @@ from anchorlab.config import ConfigError
 from anchorlab.run_status import TRAINED
 from anchorlab.eval.definitions import MetricDefinition
 from anchorlab.eval.phases import PhaseThresholds, classify_phase
+from anchorlab.papers.gammas import JOURNAL_WIDTH, read_at
 
-JOURNAL_WIDTH = 640
 JOURNAL_LR_SUM = 7.3752          # the journal's clock: 92,190 steps, 1e-5 -> 1.5e-4 over 4,390, cosine to 1e-5
 JOURNAL_WDS = (0.0, 0.01, 0.1, 1.0)
 # The journal's phase per (gamma, weight decay), rows gamma 0.4..0.8, columns JOURNAL_WDS: the size matrix of
@@ -48,12 +48,9 @@ def _known(v: object) -> bool:
     return v is not None and v is not pd.NA and not (isinstance(v, float) and math.isnan(v))
 
 
-def paper_gamma(gamma: float, ref_width: object, d_model: object) -> float:
-    """The journal's gamma a run stands for: its gamma read at width 640 (``init.ref_width: 640``, or a
-    width-640 model without a reference); NaN otherwise."""
-    ref = int(float(ref_width)) if _known(ref_width) else None
-    width = int(float(d_model)) if _known(d_model) else None
-    return float(gamma) if (ref or width) == JOURNAL_WIDTH else math.nan
+def journal_gamma(gamma: float, ref_width: object, d_model: object) -> float:
+    """The journal's gamma a run stands for (:func:`anchorlab.papers.gammas.read_at` width 640); NaN otherwise."""
+    return read_at(gamma, ref_width, d_model, JOURNAL_WIDTH)
 
 
 def journal_wd(weight_decay: float, lr_sum: float) -> float:
@@ -92,7 +89,7 @@ def journal_view(rows: pd.DataFrame, d: MetricDefinition, th: PhaseThresholds = 
                           f"{d.id!r} / {d.ood!r}: aggregate.metrics)")
     v = rows[rows.status.isin(TRAINED)].copy() if "status" in rows else rows.copy()
     g = _col(v, "init.gamma")
-    v["paper_gamma"] = [paper_gamma(a, r, w) for a, r, w in zip(g, v.get("init.ref_width", [None] * len(v)),
+    v["paper_gamma"] = [journal_gamma(a, r, w) for a, r, w in zip(g, v.get("init.ref_width", [None] * len(v)),
                                                               v.get("model.d_model", [None] * len(v)))]
     v["gamma_axis"] = v.paper_gamma.fillna(g)
     v["weight_decay"] = _col(v, "optim.weight_decay")
