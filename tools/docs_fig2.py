@@ -212,7 +212,9 @@ def demo_clocks() -> str:
     for (clock, gamma), g in t.groupby(["clock", "gamma"], sort=True):
         label_now = " (the demo)" if clock == now else ""
         fit = g.id_acc >= dj.ID_MIN
-        rows.append([f"1/{round(1 / clock):d}x ({int(g.steps.iloc[0]):,} steps){label_now}", f"{gamma:g}", str(len(g)),
+        seeds = sorted(int(s) for s in g.seed)
+        which = "" if seeds == list(range(len(seeds))) else f" ({', '.join(map(str, seeds))})"
+        rows.append([f"1/{round(1 / clock):d}x ({int(g.steps.iloc[0]):,} steps){label_now}", f"{gamma:g}", f"{len(g)}{which}",
                      ratio(int(fit.sum()), len(g)), ratio(int((fit & (g.ood_acc <= dj.MEMORIZE_MAX)).sum()), len(g)),
                      ratio(int((fit & (g.ood_acc >= dj.COMPOSE_MIN)).sum()), len(g)),
                      " / ".join(num(v) for v in sorted(g.ood_acc))])
