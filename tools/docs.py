@@ -72,6 +72,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "c10-addition": cl.c10_addition,
     "c11-lm": cl.c11_lm,
     "c12-concepts": cl.c12_concepts,
+    "c12-precondition": cl.c12_precondition,
     "c13-prontoqa": cl.c13_prontoqa,
     "ev-verdict": cl.verdict,
     "ev-intervals": cl.predictor_intervals,

@@ -280,9 +280,37 @@ def c12_concepts() -> str:
     return out + "\n\n" + md_table(["claim", "paper", "ours"], _claims("fig6b_seeds_cpu_claims.csv"))
 
 
+SHAPE_FAILS = 0.5   # the precondition: the default init draws the unseen nodes' shape right less often than this
+
+
+def _c12_shape() -> tuple[float, float, float]:
+    """The paper's measure on the unseen nodes 010 / 011: shape accuracy (circle, not triangle) per run; returns
+    the default init's mean, the largest init rate's mean minus the default's, and that difference's standard
+    error (seed spread over both settings x sqrt(2 / seeds))."""
+    r = table("fig6b_seeds_cpu_runs.csv")
+    r = r.assign(unseen_shape=(r.shape_acc_010 + r.shape_acc_011) / 2)
+    default, top = r[r.setting == "default"]["unseen_shape"], r[r.gamma == r.gamma.max()]["unseen_shape"]
+    sd = float(pd.concat([default - default.mean(), top - top.mean()]).std(ddof=1))
+    return float(default.mean()), float(top.mean() - default.mean()), sd * (2 / min(len(default), len(top))) ** 0.5
+
+
+def c12_precondition() -> str:
+    base, diff, se = _c12_shape()
+    held = base < SHAPE_FAILS
+    return (f"The paper's measure is the shape of the unseen nodes (circles, not triangles). Precondition: the "
+            f"default init gets it wrong. Here its shape accuracy on 010 / 011 is {num(base)} "
+            + ("(below one half: the failure is there to fix)" if held else
+               "(at or above one half: the default init already draws mostly circles, so the failure the paper "
+               "fixes is absent and the claim cannot be tested here)")
+            + f"; the largest init rate minus the default: {num(diff)} (standard error {num(se)}).\n")
+
+
 def c12_status() -> str:
-    d = table("fig6b_seeds_cpu_claims.csv")
-    diff, se = float(d.ours.iloc[-1]), float(d.ours.iloc[-2])
+    """By the paper's shape measure, once its precondition holds (the default init draws the unseen nodes' shape
+    wrong); otherwise not tested at this scale."""
+    base, diff, se = _c12_shape()
+    if base >= SHAPE_FAILS:
+        return "not tested at this scale"
     return "reproduced" if diff > 2 * se else "not reproduced"
 
 
