@@ -27,8 +27,9 @@ touches a plotting backend.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from anchorlab.registry import lazy_attribute
 
 from anchorlab._version import __version__
 
@@ -71,12 +72,7 @@ def evaluate(run: Any, eval_data: Any = None, device: str = "cpu") -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    if name in _API:
-        mod, _, attr = _API[name].partition(":")
-        value = getattr(importlib.import_module(mod), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'anchorlab' has no attribute {name!r}")
+    return lazy_attribute(_API, globals(), __name__, name)
 
 
 def __dir__() -> list[str]:

@@ -75,3 +75,12 @@ def load(ref: str) -> Any:
     """``"package.module:attr"`` -> the attribute."""
     mod, _, attr = ref.partition(":")
     return getattr(importlib.import_module(mod), attr)
+
+
+def lazy_attribute(api: dict[str, str], namespace: dict[str, Any], module: str, name: str) -> Any:
+    """A package's ``__getattr__``: ``name`` of ``api`` ("module:attr" each) imported on first use and kept in
+    ``namespace`` (the package's globals); AttributeError for any other name."""
+    if name in api:
+        namespace[name] = load(api[name])
+        return namespace[name]
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")

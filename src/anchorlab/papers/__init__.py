@@ -18,8 +18,9 @@ Nothing in the library imports this package (tests/test_structure.py). Names are
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from anchorlab.registry import lazy_attribute
 
 _API = {
     "reproduce": "anchorlab.papers.reproduce:reproduce",
@@ -33,12 +34,7 @@ __all__ = list(_API)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _API:
-        mod, _, attr = _API[name].partition(":")
-        value = getattr(importlib.import_module(mod), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'anchorlab.papers' has no attribute {name!r}")
+    return lazy_attribute(_API, globals(), __name__, name)
 
 
 if TYPE_CHECKING:  # pragma: no cover
