@@ -5,6 +5,7 @@ Everything here reads committed files: the tables under docs/figures/ and the sw
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from pathlib import Path
@@ -164,11 +165,41 @@ def sweep_scale(name: str) -> dict[str, str]:
             "peak lr": peak_s, "init": gamma_s, "seeds": str(len(set(seeds)) if seeds else 1)}
 
 
+@functools.lru_cache(maxsize=None)
+def committed_run_ids() -> frozenset[str]:
+    """Every run id in a committed table under docs/figures (a CSV with a run_id column)."""
+    ids: set[str] = set()
+    for f in sorted(FIGURES.glob("*.csv")):
+        try:
+            cols = pd.read_csv(f, nrows=0).columns
+            if "run_id" in cols:
+                ids.update(str(x) for x in pd.read_csv(f, usecols=["run_id"]).run_id.dropna())
+        except (ValueError, pd.errors.ParserError):
+            continue
+    return frozenset(ids)
+
+
+def ran_of(name: str) -> str:
+    """How many of an anchor-task sweep preset's planned runs a committed table holds: ``"117 of 243 planned"``,
+    or the planned count alone when every run is in (or none is: a paper-scale preset); for another task, the
+    design's count (its configs need its data files)."""
+    from anchorlab.sweep.grid import apply_set, expand, load_sweep
+
+    spec = load_sweep(name)
+    if (_dotted(apply_set(spec.base, spec.set), "task.name") or "anchor") != "anchor":
+        return sweep_scale(name)["runs"]   # a task whose size is read from data files: the design's count
+    planned = [r.run_id for r in expand(name)]
+    ran = sum(r in committed_run_ids() for r in planned)
+    return str(len(planned)) if ran in (0, len(planned)) else f"{ran} of {len(planned)} planned"
+
+
 def scale_table(rows: Sequence[tuple[str, str]]) -> str:
-    """(label, sweep preset) rows -> a Markdown table of their scales."""
+    """(label, sweep preset) rows -> a Markdown table of their scales; ``runs`` says how many of ours ran."""
     keys = ["runs", "width", "data", "clock", "peak lr", "init", "seeds"]
     out = []
     for label, name in rows:
         s = sweep_scale(name)
+        if label == "ours":
+            s = {**s, "runs": ran_of(name)}
         out.append([f"{label} (`{name}`)"] + [s[k] for k in keys])
     return md_table(["scale", *keys], out)
