@@ -73,6 +73,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "c11-lm": cl.c11_lm,
     "c12-concepts": cl.c12_concepts,
     "c12-precondition": cl.c12_precondition,
+    "c8-long": cl.c8_long,
     "c13-prontoqa": cl.c13_prontoqa,
     "ev-verdict": cl.verdict,
     "ev-intervals": cl.predictor_intervals,

@@ -202,8 +202,13 @@ def c7_embedding() -> str:
 
 
 # ------------------------------------------------------------------ C8: inferential complexity vs training speed
-def c8_speed() -> str:
-    d = table("prediction_matched_cpu_speed.csv")
+C8_CAPPED, C8_LONG = "prediction_matched_cpu_speed.csv", "prediction_matched_long_cpu_speed.csv"
+C8_FITS = 4   # the long runs' rule (sweeps/prediction_matched_long_cpu.yaml): the small-init half is tested where
+#               at least 4 of 5 seeds at each k reach the loss threshold within the cap
+
+
+def _c8_table(name: str = C8_CAPPED) -> str:
+    d = table(name)
     rows = []
     for (g, k), part in d.groupby(["paper_gamma", "k"]):
         base = d[(d.paper_gamma == g) & (d.k == 0)]
@@ -214,12 +219,51 @@ def c8_speed() -> str:
                      "censored at the cap", "slowdown vs k=0 (uncensored only)"], rows)
 
 
+def c8_speed() -> str:
+    return _c8_table(C8_CAPPED)
+
+
+def _c8_long() -> pd.DataFrame | None:
+    try:
+        return table(C8_LONG)
+    except FileNotFoundError:
+        return None
+
+
+def c8_long() -> str:
+    """The lifted cap (160 epochs): the same table, and the rule's reading of the small-init half."""
+    d = _c8_long()
+    if d is None:
+        return "The runs with the cap lifted are not in yet.\n"
+    small = d[d.paper_gamma == d.paper_gamma.max()]
+    fits = small.groupby("k").censored.apply(lambda c: int((~c).sum()))
+    tested = bool((fits >= C8_FITS).all())
+    return (_c8_table(C8_LONG) + f"\n\nSmall-init runs reaching the threshold within the cap, per k: "
+            + ", ".join(f"k={k}: {v} of {int((small.k == k).sum())}" for k, v in fits.items())
+            + (". By the rule written before the runs, the small-init half is tested.\n" if tested else
+               f". The rule written before the runs asks for {C8_FITS} of 5 at every k: the small-init half stays "
+               "untested at this scale.\n"))
+
+
+def _slowdown(d: pd.DataFrame, g: float) -> float:
+    part = d[d.paper_gamma == g]
+    return part[part.k == part.k.max()].epochs.mean() / part[part.k == 0].epochs.mean()
+
+
 def c8_status() -> str:
-    d = table("prediction_matched_cpu_speed.csv")
-    large = d[d.paper_gamma == d.paper_gamma.min()]
-    slows = large[large.k == large.k.max()].epochs.mean() > 1.1 * large[large.k == 0].epochs.mean()
-    small_cens = d[d.paper_gamma == d.paper_gamma.max()].censored.mean() > 0.5
-    return "not reproduced" if slows else "not tested at this scale" if small_cens else "reproduced"
+    """From the lifted-cap runs once they are in, else the capped ones. The large init slowing (by more than a
+    tenth from k=0 to the largest k) contradicts the paper's flat large-init speed: not reproduced. Else, with the
+    small init censored (fewer than 4 of 5 fit at some k): not tested at this scale; else reproduced when the
+    small init slows by more than a tenth."""
+    d = _c8_long()
+    d = d if d is not None and len(d) >= 30 else table(C8_CAPPED)
+    large, small = d.paper_gamma.min(), d.paper_gamma.max()
+    if _slowdown(d, large) > 1.1:
+        return "not reproduced"
+    fits = d[d.paper_gamma == small].groupby("k").censored.apply(lambda c: int((~c).sum()))
+    if not (fits >= C8_FITS).all():
+        return "not tested at this scale"
+    return "reproduced" if _slowdown(d[~d.censored], small) > 1.1 else "not reproduced"
 
 
 # ------------------------------------------------------------------ C9-C13: real tasks
