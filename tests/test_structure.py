@@ -124,8 +124,10 @@ def unlayered(graph: dict[str, set[str]]) -> list[str]:
 
 def package_of(mod: str, depth: int = 1) -> str:
     """``anchorlab.train.run`` -> ``train`` (depth 2: ``train.run``); ``anchorlab.report`` -> ``report``;
-    ``anchorlab`` -> ``anchorlab``."""
+    ``anchorlab`` -> ``anchorlab``; under ``anchorlab.papers`` one level deeper (``papers.eval``)."""
     rel = mod.removeprefix("anchorlab").removeprefix(".")
+    if rel.startswith("papers."):   # the papers' layer is read one level down: its parts sit in three layers
+        depth += 1
     return ".".join(rel.split(".")[:depth]) if rel else "anchorlab"
 
 
