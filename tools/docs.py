@@ -74,6 +74,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "c12-concepts": cl.c12_concepts,
     "c12-precondition": cl.c12_precondition,
     "c8-long": cl.c8_long,
+    "c3-definitions": cl.c3_definitions,
     "c13-prontoqa": cl.c13_prontoqa,
     "ev-verdict": cl.verdict,
     "ev-intervals": cl.predictor_intervals,

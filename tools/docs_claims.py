@@ -9,7 +9,7 @@ from typing import Callable
 
 import pandas as pd
 
-from docs_common import count, md_table, num, paper_gamma, ratio, sci, table
+from docs_common import FIGURES, count, md_table, num, paper_gamma, ratio, sci, table
 
 
 # ------------------------------------------------------------------ C3: the journal's phases and weight decay
@@ -132,7 +132,34 @@ def c3_journal_reading() -> str:
     runs, planned, _ = _journal_runs()
     parts = [f"{what} on {ratio(*_journal_holds(claim))} {unit}" for what, claim, unit in (
         ("the phase rises with the init rate", INIT, "rows"), ("with the weight decay", WD, "columns"))]
-    return f"on the journal's own task ({ratio(len(runs), planned)} runs, best over training): " + ", ".join(parts)
+    return (f"on the journal's own task ({ratio(len(runs), planned)} runs, the figure code's ID and OOD, best over "
+            "training): " + ", ".join(parts))
+
+
+def c3_definitions() -> str:
+    """C3 under both definitions of ID and OOD, side by side: the authors' figure code's (ID = pair (1,2) on
+    test keys, OOD = pair (4,3) on training keys: the figure's own reading) and the text's (ID = the seen pairs,
+    OOD = both unseen pairs): on how many of the grid's lines each journal claim holds, per reading."""
+    from anchorlab.eval.definitions import METRIC_DEFINITIONS
+    from anchorlab.papers.eval.journal_cells import claim_lines, journal_cells, journal_view
+    from anchorlab.papers.reproduce.figures_journal3 import INIT, WD, with_values
+    from anchorlab.papers.runs import run_table
+
+    runs, _, _ = _journal_runs()
+    rows = run_table([FIGURES / "journal_fig3_cpu.csv"])
+    rows = rows[rows.run_id.isin(runs.run_id)]
+    out = []
+    for name, label in (("authors-fig3", "the figure code's"), ("anchorlab", "the text's")):
+        lines = claim_lines(journal_cells(journal_view(with_values(rows), METRIC_DEFINITIONS[name])))
+        cells = []
+        for claim in (INIT, WD):
+            for reading in ("best", "final"):
+                held = [h for h in map(_held, lines[lines.claim == claim][f"holds_{reading}"]) if h is not None]
+                cells.append(ratio(sum(held), len(held)))
+        out.append([f"{label} (`{name}`): {METRIC_DEFINITIONS[name].text.split(';')[0]}; "
+                    f"{METRIC_DEFINITIONS[name].text.split(';')[1].strip()}", *cells])
+    return md_table(["definition of ID and OOD", "init rate: rows holding (best)", "(final)",
+                     "weight decay: columns holding (best)", "(final)"], out)
 
 
 def c3_status() -> str:
