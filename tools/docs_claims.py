@@ -436,7 +436,7 @@ SEEDED: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
         ("contrast X_ao(2) centered", "X_ao(2): equal-target contrast, centered", ">"),
         ("contrast V(2)", "V(2) at the first anchor: contrast by g(x; a1)", ">"),
         ("contrast V(2) centered", "V(2) at the first anchor, centered", ">"),
-        ("contrast anchor2-masked centered", "second anchor masked: contrast by g(x; a1), centered (journal Fig. 4)", "")]),
+        ("contrast anchor2-masked centered", "second anchor masked: contrast by g(x; a1), centered (journal Fig. 4D)", ">")]),
     "C6": ("complexity_cpu_summary.csv", [
         ("mean_abs_cos", "W_Q(1) rows: mean abs cos", ">"),
         ("stable_rank", "W_Q(1): stable rank", "<"),
