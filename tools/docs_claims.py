@@ -430,7 +430,7 @@ SEEDED: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
         ("L0 anchors->key", "layer 1: the anchors read the key (the inferential route)", ">"),
         ("L1 last->anchors", "layer 2: the last token reads the anchors (the inferential route)", ">"),
         ("L0 last->anchors", "layer 1: the last token merges the anchors (the symmetric route)", "<"),
-        ("L1 last->key", "layer 2: the last token reads the key", "")]),
+        ("L1 last->key", "layer 2: the last token reads the key (the symmetric route)", "<")]),
     "C5": ("mechanism_cpu_summary.csv", [
         ("contrast X_ao(2)", "X_ao(2): equal-target contrast", ">"),
         ("contrast X_ao(2) centered", "X_ao(2): equal-target contrast, centered", ">"),
