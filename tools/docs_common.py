@@ -13,9 +13,10 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
+from anchorlab.papers.gammas import PAPER_WIDTH, convert
+
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ROOT / "docs" / "figures"
-PAPER_WIDTH = 400          # NeurIPS App. A: d_model 400; "paper gamma" is read at this width
 PAPERS_OP = "(4,3)"        # the papers' held-out pair
 
 
@@ -30,8 +31,6 @@ def table(name: str) -> pd.DataFrame:
 # ------------------------------------------------------------------ numbers and labels
 def paper_gamma(gamma: float, width: float) -> float:
     """The gamma that gives, at width 400, the std ``width ** -gamma`` (:func:`anchorlab.papers.gammas.convert`)."""
-    from anchorlab.papers.gammas import convert
-
     return convert(gamma, width)
 
 
@@ -179,7 +178,7 @@ def committed_run_ids() -> frozenset[str]:
     return frozenset(ids)
 
 
-def ran_of(name: str) -> str:
+def ran_of(name: str, design: str) -> str:
     """How many of an anchor-task sweep preset's planned runs a committed table holds: ``"117 of 243 planned"``,
     or the planned count alone when every run is in (or none is: a paper-scale preset); for another task, the
     design's count (its configs need its data files)."""
@@ -187,7 +186,7 @@ def ran_of(name: str) -> str:
 
     spec = load_sweep(name)
     if (_dotted(apply_set(spec.base, spec.set), "task.name") or "anchor") != "anchor":
-        return sweep_scale(name)["runs"]   # a task whose size is read from data files: the design's count
+        return design   # a task whose size is read from data files: the design's count
     planned = [r.run_id for r in expand(name)]
     ran = sum(r in committed_run_ids() for r in planned)
     return str(len(planned)) if ran in (0, len(planned)) else f"{ran} of {len(planned)} planned"
@@ -200,6 +199,6 @@ def scale_table(rows: Sequence[tuple[str, str]]) -> str:
     for label, name in rows:
         s = sweep_scale(name)
         if label == "ours":
-            s = {**s, "runs": ran_of(name)}
+            s = {**s, "runs": ran_of(name, s["runs"])}
         out.append([f"{label} (`{name}`)"] + [s[k] for k in keys])
     return md_table(["scale", *keys], out)

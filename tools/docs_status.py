@@ -117,13 +117,11 @@ def _mech(col: str) -> Callable[[], str]:
 
 
 def _c8_ours() -> str:
-    long = cl._c8_long()
-    d = long if long is not None and len(long) >= 30 else table(cl.C8_CAPPED)
-    large = d[d.paper_gamma == d.paper_gamma.min()]
-    r = large[large.k == large.k.max()].epochs.mean() / large[large.k == 0].epochs.mean()
-    small = d[d.paper_gamma == d.paper_gamma.max()]
+    d = cl.c8_runs()
+    large, small = d[d.paper_gamma == d.paper_gamma.min()], d[d.paper_gamma == d.paper_gamma.max()]
     cap = f"the {int(small.epochs.max())}-epoch cap"
-    return f"large init slows {num(r)}x by k={large.k.max()}; small init hits {cap} in {int(small.censored.sum())} of {len(small)}"
+    return (f"large init slows {num(cl.slowdown(d, large.paper_gamma.iloc[0]))}x by k={large.k.max()}; small init "
+            f"hits {cap} in {int(small.censored.sum())} of {len(small)}")
 
 
 def _c12_ours() -> str:
