@@ -68,10 +68,7 @@ def paper_columns(final: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _ordered(df: "pd.DataFrame") -> "pd.DataFrame":
-    if not len(df.columns):
-        return df
-    head = [c for c in HEAD if c in df.columns]
-    return df[head + [c for c in df.columns if c not in head]].copy()
+    return rt.head_first(df, HEAD) if len(df.columns) else df
 
 
 def run_table(sources: Sequence[str | Path], statuses: Sequence[str] = COMPLETED) -> "pd.DataFrame":

@@ -184,9 +184,14 @@ def run_table(sources: Sequence[str | Path], statuses: Sequence[str] = COMPLETED
             frames.append(t)
     if not frames:
         return pd.DataFrame(columns=[*HEAD, "run_dir"])
-    out = pd.concat(frames, ignore_index=True)
-    head = [c for c in HEAD if c in out.columns]
-    return out[head + [c for c in out.columns if c not in head]].copy()   # one block per dtype, not one per column
+    return head_first(pd.concat(frames, ignore_index=True))
+
+
+def head_first(df: "pd.DataFrame", head: Sequence[str] = HEAD) -> "pd.DataFrame":
+    """``df`` with the columns of ``head`` it has first, in that order, then the rest (a copy: one block per
+    dtype, not one per column)."""
+    first = [c for c in head if c in df.columns]
+    return df[first + [c for c in df.columns if c not in first]].copy()
 
 
 def per_evaluation(sources: Sequence[str | Path], suffix: str, of_finals: Any, strict: bool) -> "pd.DataFrame":
