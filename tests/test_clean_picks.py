@@ -1,0 +1,39 @@
+"""The clean-picks rule: eligibility, ranking, the retrain-cost bound and the matched set."""
+
+import pandas as pd
+import pytest
+
+from anchorlab.config import ConfigError
+from anchorlab.papers.clean_picks import CleanRule, pick
+
+
+def _cands():
+    rows = [  # run_id, preset, gamma, wd, steps, id, inferential, symmetric
+        ("c1", "p", 0.45, 0.0, 4680, 1.0, 0.90, 0.0), ("c2", "p", 0.45, 0.0, 4680, 1.0, 0.85, 0.1),
+        ("c3", "q", 0.8, 0.0, 90000, 1.0, 0.95, 0.0),           # cleaner but too long to retrain
+        ("c4", "p", 0.45, 0.0, 4680, 0.94, 0.99, 0.0),          # ID below the bar
+        ("c5", "p", 0.45, 0.0, 4680, 1.0, 0.79, 0.0),           # mapping below the bar
+        ("m1", "q", 0.3, 0.1, 4680, 1.0, 0.0, 1.0), ("m2", "q", 0.3, 0.0, 4680, 1.0, 0.0, 1.0),
+        ("m3", "q", 0.3, 0.0, 2000, 1.0, 0.0, 1.0), ("m4", "p", 0.45, 0.0, 4680, 1.0, 0.0, 0.9),
+        ("m5", "p", 0.5, 0.0, 4680, 1.0, 0.0, 0.95)]           # same preset, another gamma: not matched
+    return pd.DataFrame([dict(zip(["run_id", "preset", "gamma", "weight_decay", "planned_steps", "final.id_acc",
+                                   "final.ood_inferential_acc", "final.ood_symmetric_acc"], r), table="t.csv",
+                              ref_width=None) for r in rows])
+
+
+def test_rule_ranks_by_the_mapping_then_id_then_cost_and_skips_what_it_cannot_retrain():
+    p = pick(_cands(), CleanRule(per_side=2, matched=1, max_steps=10_000))
+    comp = p[p.side == "composes"]
+    assert list(comp.run_id) == ["c3", "c1", "c2"] and list(comp.picked) == [False, True, True]
+    assert "90,000 planned steps" in comp.note.iloc[0]
+    mem = p[(p.side == "memorizes") & (p.set == "cleanest")]
+    assert list(mem.run_id) == ["m3", "m2"]              # ties at 1.0: fewer steps, then less decay
+    matched = p[p.set == "matched"]
+    assert list(matched.run_id) == ["m4"]                # the composing picks' preset and gamma only
+
+
+def test_rule_refuses_bad_bars():
+    with pytest.raises(ConfigError, match="bar"):
+        CleanRule(bar=1.5)
+    with pytest.raises(ConfigError, match="per_side"):
+        CleanRule(per_side=0)
