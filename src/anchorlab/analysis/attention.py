@@ -147,6 +147,34 @@ def flow_scores(patterns: torch.Tensor, key_pos: torch.Tensor,
     return pd.DataFrame(out, columns=["layer", "head", "edge", "query", "source", "group", "score", "n"])
 
 
+def output_contributions(patterns: torch.Tensor, residual: float = 0.5, position: int = -1) -> torch.Tensor:
+    """Each attention edge weighted by how much of it reaches one output position: (L, B, H, T, T) -> same.
+
+    NeurIPS Fig. 3 draws every edge by its attention weight and highlights "the attention connections that
+    significantly contribute to the final output". This reads that contribution as attention rollout with
+    the residual stream (Abnar and Zuidema, 2020): with ``R_l = residual * I + (1 - residual) * mean_h A_l``
+    (each row sums to 1), the share of position q's stream after layer l that reaches ``position`` after the
+    last layer is ``r_l[q] = (R_{L-1} ... R_{l+1})[position, q]`` (``r_{L-1} = e_position``), and edge (q <- s)
+    of layer l, head h, contributes ``r_l[q] * A_l[h, q, s]``. In the last layer only ``position``'s own
+    edges count; an edge into a position that the later layers never read counts 0. ``residual = 0``
+    follows attention alone (no skip path). Feed the result to :func:`flow_scores` for role-to-role sums.
+    """
+    if patterns.ndim != 5 or patterns.shape[-1] != patterns.shape[-2]:
+        raise ConfigError(f"patterns: expected shape (L, B, H, T, T), got {tuple(patterns.shape)}")
+    if not 0.0 <= residual <= 1.0:
+        raise ConfigError(f"residual: must be in [0, 1], got {residual!r}")
+    L, B, H, T, _ = patterns.shape
+    A = patterns.double()
+    r = torch.zeros(B, T, dtype=A.dtype)
+    r[:, position] = 1.0
+    eye = torch.eye(T, dtype=A.dtype)
+    out = torch.empty_like(A)
+    for l in reversed(range(L)):
+        out[l] = A[l] * r[:, None, :, None]                        # (B, H, T, T) * (B, 1, T, 1)
+        r = torch.einsum("bq,bqs->bs", r, residual * eye + (1.0 - residual) * A[l].mean(1))
+    return out
+
+
 def flow_summary(scores: pd.DataFrame, group: str = "all") -> pd.DataFrame:
     """Head-averaged flow scores per layer with two combined edges.
 
@@ -187,4 +215,4 @@ def flow_graph(pattern_per_layer: torch.Tensor, key_pos: int) -> pd.DataFrame:
 
 
 __all__ = ["ROLES", "FLOW_EDGES", "role_positions", "sample_inputs", "attention_patterns", "flow_scores",
-           "flow_summary", "flow_graph", "position_roles", "edge_label"]
+           "flow_summary", "flow_graph", "output_contributions", "position_roles", "edge_label"]

@@ -123,6 +123,52 @@ def covariance_participation_ratio(E: torch.Tensor, token_ids: Sequence[int] = D
     return float(ev.sum()) ** 2 / s2 if s2 > 0 else float("nan")
 
 
+def top_variance_fraction(E: torch.Tensor, token_ids: Sequence[int] = DEFAULT_TOKENS, k: int = 2) -> float:
+    """The share of the covariance's trace in its ``k`` largest eigenvalues (:func:`covariance_spectrum`):
+    near 1 when the selected embeddings lie in a k-dimensional subspace (the papers' "a small number of
+    large eigenvalues"), about k / min(n - 1, d) when they spread evenly; NaN if all embeddings are equal."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"k: must be a positive integer, got {k!r}")
+    ev = covariance_spectrum(E, token_ids)
+    total = float(ev.sum())
+    return float(ev[:k].sum()) / total if total > 0 else float("nan")
+
+
+def step_directions(E: torch.Tensor, token_ids: Sequence[int] = DEFAULT_TOKENS, steps: Sequence[int] = (3, 4),
+                    n_components: int = 2) -> dict[str, float]:
+    """The step lattice in the leading PC plane (NeurIPS Fig. 5c: tokens ordered "with intervals of 3 and 4
+    from two directions"). In the plane of the first ``n_components`` PC scores of ``E[token_ids]``, for each
+    step s the unit differences ``u_v = (P[v+s] - P[v]) / |P[v+s] - P[v]|`` over every pair in the tokens:
+    ``consistency_<s>`` = the length of their mean (1 when every +s move points the same way in the plane, about
+    ``1/sqrt(#pairs)`` for unstructured points); ``angle_deg`` = the angle between the mean +s directions of
+    the first two steps (0: one line, the steps along one direction; well between 0 and 180: two directions);
+    ``share_<s>`` = the mean in-plane share of the full difference's length (how much of each +s move the
+    plane holds)."""
+    X, ids = _select(E, token_ids, min_tokens=3)
+    k = _check_k(n_components, X)
+    scores, _ = _pca(X, ids, k)
+    pos = {int(t): i for i, t in enumerate(ids)}
+    out: dict[str, float] = {}
+    means = []
+    for s in steps:
+        pairs = [(pos[v], pos[v + int(s)]) for v in pos if v + int(s) in pos]
+        if not pairs or int(s) == 0:
+            raise ConfigError(f"steps: no token pairs (v, v+{s}) among token_ids")
+        a, b = (torch.tensor(x) for x in zip(*pairs))
+        D = scores[b] - scores[a]                                  # (m, k) in the PC plane
+        full = (X[b] - X[a]).norm(dim=1)                           # (m,) in the full space
+        n = D.norm(dim=1)
+        keep = n > 0
+        m = (D[keep] / n[keep, None]).mean(0)
+        means.append(m)
+        out[f"consistency_{int(s)}"] = float(m.norm())
+        out[f"share_{int(s)}"] = float((n[full > 0] / full[full > 0]).mean())
+    if len(means) >= 2:
+        c = float(means[0] @ means[1] / (means[0].norm() * means[1].norm()).clamp_min(1e-300))
+        out["angle_deg"] = float(np.degrees(np.arccos(np.clip(c, -1.0, 1.0))))
+    return out
+
+
 def ordinal_rank_correlation(E: torch.Tensor, token_ids: Sequence[int] = DEFAULT_TOKENS,
                              n_components: int = 2) -> float:
     """``max_k |Spearman(token value, PC k score)|`` over the leading ``n_components`` PCs of

@@ -201,6 +201,23 @@ def contrast_of(df: pd.DataFrame) -> float:
     return equal_target_contrast(df.cosine.to_numpy(), df.equal.to_numpy(bool), inc)
 
 
+def cosine_levels(df: pd.DataFrame) -> dict[str, float]:
+    """The raw levels behind :func:`contrast_of`: ``equal_mean`` / ``unequal_mean``, the mean cosine over the
+    equal-target cells and over the others, and ``equal_abs`` / ``unequal_abs``, the same of |cosine| (cells
+    with ``include == False`` left out when that column exists; NaN for a side with no cell). NeurIPS §5.2
+    states levels: equal-target vectors "nearly parallel" in the inferential solution, every pair's
+    similarity "always low" in the symmetric one."""
+    d = df[df["include"].astype(bool)] if "include" in df else df
+    eq = d.equal.astype(bool).to_numpy()
+    cos = d.cosine.to_numpy(dtype=float)
+
+    def mean(x: np.ndarray) -> float:
+        return float(x.mean()) if len(x) else float("nan")
+
+    return {"equal_mean": mean(cos[eq]), "unequal_mean": mean(cos[~eq]), "equal_abs": mean(np.abs(cos[eq])),
+            "unequal_abs": mean(np.abs(cos[~eq]))}
+
+
 def default_ao_blocks(task: AnchorTask) -> dict[str, tuple[tuple[int, int], tuple[int, int]]]:
     """NeurIPS Fig. 4a,b: lower (3,3) vs (2,2), upper (1,2) vs (1,3) with the
     anchors a1 < a2 < a3 < a4 of the task standing for 1..4."""
@@ -309,7 +326,7 @@ def single_anchor_similarity(model: torch.nn.Module, task: AnchorTask, masks: Se
     return pd.DataFrame(rows)
 
 
-__all__ = ["cosine_heatmap", "equal_target_contrast", "filler_rows", "probe_tokens", "draw_cosines",
+__all__ = ["cosine_heatmap", "cosine_levels", "equal_target_contrast", "filler_rows", "probe_tokens", "draw_cosines",
            "last_position", "value_at_first_anchor", "triangle_similarity", "contrast_of",
            "ao_similarity", "v_similarity", "default_ao_blocks", "default_v_blocks", "default_g_values",
            "single_anchor_similarity"]

@@ -15,11 +15,16 @@ import torch
 
 from anchorlab.config import ConfigError, check_choice, check_range
 from anchorlab.tasks.anchor import SPLITS, AnchorTask, pair_label
-from anchorlab.analysis.attention import attention_patterns, flow_graph, flow_scores, flow_summary, position_roles, sample_inputs
+from anchorlab.analysis.attention import (attention_patterns, flow_graph, flow_scores, flow_summary, output_contributions,
+                                         position_roles, sample_inputs)
 from anchorlab.analysis.mechanism.common import PAPER_EXAMPLE, PAPER_EXAMPLE_KEY_POS, check_positive, key_positions
 
 if TYPE_CHECKING:
     from anchorlab.train import RunResult
+
+
+PAIR_SETS = ("all", "held_out")
+WEIGHTS = ("attention", "contribution")
 
 
 @dataclass(frozen=True)
@@ -43,19 +48,27 @@ class FlowOptions:
 
 @dataclass(frozen=True)
 class FlowScoresOptions:
-    """``n_inputs`` sampled sequences over all pairs (keys from ``split``);
-    ``key_positions`` default 0..T-4 (the last token is a filler);
-    ``by_pair`` adds per-pair rows."""
+    """``n_inputs`` sampled sequences over ``pairs`` (``all``: every pair of the task; ``held_out``: the
+    held-out pairs, the inputs NeurIPS Fig. 3 draws) with keys from ``split``; ``key_positions`` default
+    0..T-4 (the last token is a filler); ``by_pair`` adds per-pair rows. ``weight``: ``attention`` scores
+    each edge by its attention weight, ``contribution`` by the share of it that reaches the last position's
+    output (:func:`~anchorlab.analysis.attention.output_contributions`, skip path weighted ``residual``)."""
 
     n_inputs: int = 2000
     split: str = "train"
     key_positions: tuple[int, ...] | None = None
     by_pair: bool = True
+    pairs: str = "all"
+    weight: str = "attention"
+    residual: float = 0.5
     seed: int = 0
 
     def __post_init__(self) -> None:
         check_positive(self, "n_inputs")
         check_choice("split", self.split, SPLITS)
+        check_choice("pairs", self.pairs, PAIR_SETS)
+        check_choice("weight", self.weight, WEIGHTS)
+        check_range("residual", self.residual, 0.0, 1.0)
 
 
 def _paper_example_fits(task: AnchorTask) -> bool:
@@ -116,7 +129,7 @@ def compute_flow(run: RunResult, opts: FlowOptions) -> dict[str, pd.DataFrame]:
 
 
 def compute_flow_scores(run: RunResult, opts: FlowScoresOptions) -> dict[str, pd.DataFrame]:
-    """Mean role-to-role attention over ``n_inputs`` sampled inputs.
+    """Mean role-to-role attention (or contribution, ``opts.weight``) over ``n_inputs`` sampled inputs.
 
     Tables: ``scores`` (main; :func:`~anchorlab.analysis.attention.flow_scores`:
     layer, head, edge, query, source, group ("all" and, with ``by_pair``, one
@@ -124,9 +137,14 @@ def compute_flow_scores(run: RunResult, opts: FlowScoresOptions) -> dict[str, pd
     group "all", plus the combined ``last->anchors`` / ``anchors->key`` edges).
     """
     task = run.task
-    data = sample_inputs(task, opts.n_inputs, task.pairs, opts.split, np.random.default_rng(opts.seed),
+    pairs = task.pairs if opts.pairs == "all" else task.held_out_pairs
+    if not pairs:
+        raise ConfigError("pairs: the task holds no pair out; use pairs: all")
+    data = sample_inputs(task, opts.n_inputs, pairs, opts.split, np.random.default_rng(opts.seed),
                          key_positions(task, opts.key_positions))
     pats = attention_patterns(run.model, data.tokens)
+    if opts.weight == "contribution":
+        pats = output_contributions(pats, opts.residual)
     groups = [pair_label(tuple(p)) for p in data.pair.tolist()] if opts.by_pair else None
     df = flow_scores(pats, data.key_pos, group=groups)
     return {"scores": df, "summary": flow_summary(df)}

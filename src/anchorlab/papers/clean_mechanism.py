@@ -1,0 +1,199 @@
+"""The mechanism claims (C4, C5, C7) measured as the paper measures them, on the clean picks.
+
+Inputs: the retrained picks of :mod:`anchorlab.papers.clean_picks` (``retrained.csv``). Per run
+(:func:`measures`):
+
+- C4, information flow (NeurIPS Fig. 3): on inputs of the held-out pair (keys from the test split, the
+  paper's Fig. 3 input is one of them), every role-to-role edge by its contribution to the last position's
+  output (:func:`anchorlab.analysis.attention.output_contributions`), the raw attention beside it (``att``
+  prefix), and the contributions on the paper's one input (``example`` prefix).
+- C5, fused vectors (NeurIPS §5.2, Fig. 4): the raw levels of the cosines (:func:`cosine_levels`) of X_ao(2)
+  (equal-target vs the rest) and of V(2) at the first anchor; the journal's Fig. 4D (second anchor masked)
+  as its own contrast.
+- C7, embeddings (NeurIPS Fig. 5c-d, App. B Fig. 7): the covariance spectrum's top-two share and
+  participation ratio, the step-3 / step-4 directions in the leading PC plane, the magnitude ordering beside.
+
+:func:`judged` reads every measure against the paper's statement (:data:`MEASURES`): a direction between
+the two solutions (composes above / below memorizes; ``apart`` when the sides' ranges do not meet) or a level
+(every run of a side beyond the bar the paper's words set, :data:`LEVELS`), for each comparison: the cleanest
+picks of both sides, and the composing picks against the memorizing runs of their own sweep and gamma.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# the bars that the paper's words set for C5's levels, fixed before the clean picks were measured:
+# "nearly parallel" = mean raw cosine of equal-target X_ao(2) vectors >= 0.9; "always low" = mean |cosine| <= 0.3
+LEVELS = {"parallel": 0.9, "low": 0.3}
+# (claim, column, label, kind): kind ">" / "<": composes above / below memorizes; "parallel" / "low": a level
+# the composing / memorizing side must reach; "" shown, not judged
+MEASURES: list[tuple[str, str, str, str]] = [
+    ("C4", "L0 anchors->key", "layer 1: the anchors read the key (inferential route)", ">"),
+    ("C4", "L1 last->anchors", "layer 2: the last token reads the anchors (inferential route)", ">"),
+    ("C4", "L0 last->anchors", "layer 1: the last token merges the anchors (symmetric route)", "<"),
+    ("C4", "L1 last->key", "layer 2: the last token reads the key (symmetric route)", "<"),
+    ("C4", "example L0 anchors->key", "the paper's input: layer 1, anchors read the key", ">"),
+    ("C4", "example L1 last->anchors", "the paper's input: layer 2, last reads the anchors", ">"),
+    ("C4", "example L0 last->anchors", "the paper's input: layer 1, last merges the anchors", "<"),
+    ("C4", "example L1 last->key", "the paper's input: layer 2, last reads the key", "<"),
+    ("C4", "att L0 anchors->key", "raw attention: layer 1, anchors read the key", ""),
+    ("C4", "att L1 last->anchors", "raw attention: layer 2, last reads the anchors", ""),
+    ("C4", "att L0 last->anchors", "raw attention: layer 1, last merges the anchors", ""),
+    ("C4", "att L1 last->key", "raw attention: layer 2, last reads the key", ""),
+    ("C5", "ao2 equal_mean", "X_ao(2), equal targets: mean cosine (composes: nearly parallel)", "parallel"),
+    ("C5", "ao2 equal_abs", "X_ao(2), equal targets: mean abs cosine (memorizes: always low)", "low"),
+    ("C5", "ao2 unequal_abs", "X_ao(2), other pairs: mean abs cosine (memorizes: always low)", "low"),
+    ("C5", "ao2 unequal_mean", "X_ao(2), other pairs: mean cosine", ""),
+    ("C5", "v2 equal_mean", "V(2) at the first anchor, equal g(x; a1): mean cosine", ">"),
+    ("C5", "v2 unequal_mean", "V(2) at the first anchor, other pairs: mean cosine", ""),
+    ("C5", "masked contrast", "second anchor masked: contrast by g(x; a1) (journal Fig. 4D)", ">"),
+    ("C7", "top2_share", "embedding covariance: share of the top two eigenvalues (Fig. 7)", ">"),
+    ("C7", "participation", "embedding covariance: participation ratio (Fig. 7)", "<"),
+    ("C7", "consistency_3", "+3 moves in the PC plane: one direction (Fig. 5c)", ">"),
+    ("C7", "consistency_4", "+4 moves in the PC plane: one direction (Fig. 5c)", ">"),
+    ("C7", "angle_deg", "angle between the +3 and +4 directions (two directions: well above 0)", ""),
+    ("C7", "ordinal_spearman", "magnitude ordering: Spearman with the key order along a leading PC", ">"),
+]
+EDGES = ("L0 anchors->key", "L1 last->anchors", "L0 last->anchors", "L1 last->key")
+COMPARISONS = {"cleanest": ("cleanest", "cleanest"), "matched": ("cleanest", "matched")}
+
+
+def _edges(summary: "pd.DataFrame", prefix: str) -> dict[str, float]:
+    s = summary.set_index(["layer", "edge"]).score
+    return {f"{prefix}{e}": float(s.get((int(e[1]), e.split(" ")[1]), np.nan)) for e in EDGES}
+
+
+def _example(run: Any, residual: float) -> dict[str, float]:
+    """Contributions on the paper's Fig. 3 input, where it fits the task (NaN otherwise)."""
+    import torch
+
+    from anchorlab.analysis.attention import attention_patterns, flow_scores, flow_summary, output_contributions
+    from anchorlab.analysis.mechanism.common import PAPER_EXAMPLE, PAPER_EXAMPLE_KEY_POS
+    from anchorlab.analysis.mechanism.flow import _paper_example_fits
+
+    if not _paper_example_fits(run.task):
+        return {f"example {e}": np.nan for e in EDGES}
+    pats = output_contributions(attention_patterns(run.model, torch.tensor([PAPER_EXAMPLE])), residual)
+    return _edges(flow_summary(flow_scores(pats, torch.tensor([PAPER_EXAMPLE_KEY_POS]))), "example ")
+
+
+def measures(run_dir: str | Path, n_inputs: int = 2000, n_draws: int = 4, residual: float = 0.5,
+             seed: int = 0) -> dict[str, float]:
+    """Every measure of :data:`MEASURES` for one trained run (see the module docstring)."""
+    from anchorlab.analysis.embedding import (DEFAULT_TOKENS, covariance_participation_ratio, ordinal_rank_correlation,
+                                              step_directions, top_variance_fraction)
+    from anchorlab.analysis.mechanism.flow import FlowScoresOptions, compute_flow_scores
+    from anchorlab.analysis.mechanism.masks import MaskAnchor2Options, anchor2_masked_cosines
+    from anchorlab.analysis.mechanism.representations import CosAo2Options, CosV2Options, compute_cos_ao2, compute_cos_v2
+    from anchorlab.analysis.similarity import contrast_of, cosine_levels
+    from anchorlab.train import load_run
+
+    run = load_run(run_dir)
+    row: dict[str, float] = {}
+    for weight, prefix in (("contribution", ""), ("attention", "att ")):
+        opts = FlowScoresOptions(n_inputs=n_inputs, split="test", by_pair=False, pairs="held_out", weight=weight,
+                                 residual=residual, seed=seed)
+        row.update(_edges(compute_flow_scores(run, opts)["summary"], prefix))
+    row.update(_example(run, residual))
+    ao = cosine_levels(compute_cos_ao2(run, CosAo2Options(n_draws=n_draws, seed=seed))["cosine"])
+    v2 = cosine_levels(compute_cos_v2(run, CosV2Options(n_draws=n_draws, seed=seed))["cosine"])
+    row.update({f"ao2 {k}": v for k, v in ao.items()})
+    row.update({f"v2 {k}": v for k, v in v2.items()})
+    row["masked contrast"] = contrast_of(anchor2_masked_cosines(run, MaskAnchor2Options(n_draws=n_draws, seed=seed)))
+    E = run.model.embed.weight
+    row["top2_share"] = top_variance_fraction(E, DEFAULT_TOKENS, 2)
+    row["participation"] = covariance_participation_ratio(E, DEFAULT_TOKENS)
+    row.update(step_directions(E, DEFAULT_TOKENS))
+    row["ordinal_spearman"] = ordinal_rank_correlation(E, DEFAULT_TOKENS)
+    return row
+
+
+def spectrum(run_dir: str | Path, top_k: int = 10) -> list[float]:
+    """The ``top_k`` largest eigenvalues of the key embeddings' covariance, as shares of its trace."""
+    from anchorlab.analysis.embedding import DEFAULT_TOKENS, covariance_spectrum
+    from anchorlab.train import load_run
+
+    ev = covariance_spectrum(load_run(run_dir).model.embed.weight, DEFAULT_TOKENS)
+    return (ev[:top_k] / ev.sum()).tolist()
+
+
+def per_run(retrained: "pd.DataFrame", **kw: Any) -> "pd.DataFrame":
+    """``retrained.csv`` (the picks that reached their solution again) -> one row per run: side, set, run id,
+    gamma, the retrained final metrics, then :func:`measures`."""
+    import pandas as pd
+
+    ok = retrained[retrained.same_solution.astype(bool)]
+    keep = ["side", "set", "rank", "run_id", "preset", "gamma", "weight_decay", "retrained.final.id_acc",
+            "retrained.final.ood_inferential_acc", "retrained.final.ood_symmetric_acc"]
+    rows = [{**{k: r[k] for k in keep}, **measures(r["run_dir"], **kw)} for r in ok.to_dict("records")]
+    return pd.DataFrame(rows)
+
+
+def spectra(retrained: "pd.DataFrame", top_k: int = 10) -> "pd.DataFrame":
+    """Long table side, set, run_id, index (1 = largest), share: :func:`spectrum` of every retrained pick."""
+    import pandas as pd
+
+    ok = retrained[retrained.same_solution.astype(bool)]
+    return pd.DataFrame([{"side": r["side"], "set": r["set"], "run_id": r["run_id"], "index": i + 1, "share": v}
+                         for r in ok.to_dict("records") for i, v in enumerate(spectrum(r["run_dir"], top_k))])
+
+
+def _read(comp: "pd.Series", mem: "pd.Series", kind: str) -> str:
+    if not kind or comp.empty or mem.empty:
+        return "(shown, not judged)"
+    if kind == "parallel":
+        return "as the paper" if (comp >= LEVELS["parallel"]).all() else "not as the paper"
+    if kind == "low":
+        return "as the paper" if (mem <= LEVELS["low"]).all() else "not as the paper"
+    up = comp.mean() > mem.mean() if kind == ">" else comp.mean() < mem.mean()
+    apart = comp.min() > mem.max() if kind == ">" else comp.max() < mem.min()
+    return ("as the paper, apart" if apart else "as the paper, overlapping") if up else "the other way"
+
+
+def judged(runs: "pd.DataFrame") -> "pd.DataFrame":
+    """One row per (comparison, measure): claim, measure, label, kind, each side's n / mean / min / max, and
+    the reading (:func:`_read`)."""
+    import pandas as pd
+
+    rows = []
+    for name, (cset, mset) in COMPARISONS.items():
+        comp = runs[(runs.side == "composes") & (runs.set == cset)]
+        mem = runs[(runs.side == "memorizes") & (runs.set == mset)]
+        for claim, col, label, kind in MEASURES:
+            c, m = comp[col].astype(float), mem[col].astype(float)
+            rows.append({"comparison": name, "claim": claim, "measure": col, "label": label, "kind": kind,
+                         "composes_n": len(c), "composes_mean": c.mean(), "composes_min": c.min(),
+                         "composes_max": c.max(), "memorizes_n": len(m), "memorizes_mean": m.mean(),
+                         "memorizes_min": m.min(), "memorizes_max": m.max(), "reading": _read(c, m, kind)})
+    return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m anchorlab.papers.clean_mechanism --runs DIR --out DIR``: the three tables from ``retrained.csv``."""
+    import argparse
+
+    import pandas as pd
+
+    ap = argparse.ArgumentParser(prog="python -m anchorlab.papers.clean_mechanism", description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", required=True, type=Path, help="the clean picks' folder (retrained.csv)")
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--stem", default="clean_mechanism_cpu")
+    a = ap.parse_args(argv)
+    retrained = pd.read_csv(a.runs / "retrained.csv")
+    a.out.mkdir(parents=True, exist_ok=True)
+    runs = per_run(retrained)
+    runs.to_csv(a.out / f"{a.stem}_runs.csv", index=False)
+    judged(runs).to_csv(a.out / f"{a.stem}_judged.csv", index=False)
+    spectra(retrained).to_csv(a.out / f"{a.stem}_spectra.csv", index=False)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
