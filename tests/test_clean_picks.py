@@ -68,3 +68,19 @@ def test_clean_mechanism_measures_and_judges_two_tiny_runs(tmp_path, tiny_overri
     sp = spectra(retrained, top_k=5)
     assert len(sp) == 15 and (sp.groupby("run_id").share.sum() <= 1 + 1e-9).all()
     assert (sp.groupby("run_id").share.apply(lambda s: s.is_monotonic_decreasing)).all()
+
+
+def test_claim_status_follows_the_legend():
+    from anchorlab.papers.clean_mechanism import claim_status
+
+    def j(readings, kinds=None):
+        rows = [{"comparison": c, "claim": "C4", "kind": ">", "reading": r} for c, r in readings]
+        return pd.DataFrame(rows)
+
+    apart = "as the paper, apart"
+    assert claim_status(j([("cleanest", apart), ("matched", apart)]), "C4") == "reproduced"
+    assert claim_status(j([("cleanest", apart), ("matched", "as the paper, overlapping")]), "C4") == "partly"
+    assert claim_status(j([("cleanest", "the other way"), ("cleanest", "the other way"), ("cleanest", apart),
+                           ("matched", apart)]), "C4") == "not reproduced"
+    with pytest.raises(ValueError, match="C5"):
+        claim_status(j([("cleanest", apart)]), "C5")

@@ -175,8 +175,25 @@ def judged(runs: "pd.DataFrame") -> "pd.DataFrame":
     return pd.DataFrame(rows)
 
 
+AGAINST = ("the other way", "not as the paper")
+
+
+def claim_status(judgement: "pd.DataFrame", claim: str) -> str:
+    """A claim's status by the results' legend, from :func:`judged`: ``reproduced`` when every judged measure of
+    the claim reads as the paper (a direction with the sides apart, a level met) in both comparisons; ``not
+    reproduced`` when most of them go against the paper in the cleanest comparison; ``partly`` otherwise."""
+    j = judgement[(judgement.claim == claim) & (judgement.kind.fillna("") != "")]
+    if j.empty:
+        raise ValueError(f"claim: no judged measure of {claim!r}")
+    if j.reading.isin(["as the paper, apart", "as the paper"]).all():
+        return "reproduced"
+    first = j[j.comparison == "cleanest"]
+    return "not reproduced" if 2 * first.reading.isin(AGAINST).sum() > len(first) else "partly"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m anchorlab.papers.clean_mechanism --runs DIR --out DIR``: the three tables from ``retrained.csv``."""
+    """``python -m anchorlab.papers.clean_mechanism --runs DIR --out DIR``: the four tables from the clean picks'
+    folder (``picks.csv``, ``retrained.csv`` and the runs)."""
     import argparse
 
     import pandas as pd
@@ -188,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     retrained = pd.read_csv(a.runs / "retrained.csv")
     a.out.mkdir(parents=True, exist_ok=True)
+    got = ["run_id", "side", "set", *[c for c in retrained.columns if c.startswith("retrained.")], "same_solution"]
+    picks = pd.read_csv(a.runs / "picks.csv").merge(retrained[got], on=["run_id", "side", "set"], how="left")
+    picks.to_csv(a.out / f"{a.stem}_picks.csv", index=False)
     runs = per_run(retrained)
     runs.to_csv(a.out / f"{a.stem}_runs.csv", index=False)
     judged(runs).to_csv(a.out / f"{a.stem}_judged.csv", index=False)
