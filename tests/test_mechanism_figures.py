@@ -28,7 +28,7 @@ def _cell_rows() -> pd.DataFrame:
     """The committed Fig. 2 cell rows the CPU spec names: depth 2, papers' op set, 1/2x clock, paper gamma 0.3
     and 0.8, the three peaks inside the corrected range, seeds 0-2."""
     d = pd.read_csv(CELL)
-    sel = ((d.clock == 0.5) & (d.n_layers == 2) & (d.op_set == PAPERS_OP_SET) & d.paper_gamma.isin([0.3, 0.8])
+    sel = ((d.clock == 0.5) & (d["model.n_layers"] == 2) & (d.op_set == PAPERS_OP_SET) & d.paper_gamma.isin([0.3, 0.8])
            & d.peak_lr.isin([1.25e-4, 1.77e-4, 2.5e-4]) & d.seed.isin([0, 1, 2]))
     return d[sel]
 
@@ -75,9 +75,7 @@ def _cands(rows):
 
 
 def test_rule_on_the_committed_cell_picks_two_composing_seeds_and_three_memorizing():
-    d = _cell_rows().drop(columns="gamma").rename(columns={
-        "paper_gamma": "init.gamma", "id_acc": "final.id_acc", "inferential_final": "final.ood_inferential_acc",
-        "symmetric_final": "final.ood_symmetric_acc"})
+    d = _cell_rows().drop(columns="init.gamma").rename(columns={"paper_gamma": "init.gamma"})   # sides by paper gamma
     p = pick_runs(d).set_index(["side", "seed"])
     assert p.loc[("small_init", 0), "run_id"] == "953fc174ac24"     # 1.77e-4: inferential 0.61, ID 0.995
     assert p.loc[("small_init", 1), "run_id"] == "001a4a299875"     # 2.5e-4: inferential 0.78, ID 1.0

@@ -73,7 +73,7 @@ def condensation_row(run_dir: str | Path) -> dict[str, float]:
 def with_run_values(rows: pd.DataFrame) -> pd.DataFrame:
     """A run table with ``lr_sum`` (from each run's config, :func:`anchorlab.sweep.runtable.row_config`),
     ``decay_exponent`` and the ``cond/*`` scores (from the run's weights where its directory is at hand);
-    a committed row of an older schema keeps its committed values."""
+    a committed row without a whole config keeps its committed values."""
     import pandas as pd
 
     from anchorlab.config import ConfigError
@@ -86,7 +86,7 @@ def with_run_values(rows: pd.DataFrame) -> pd.DataFrame:
         got: dict[str, float] = {}
         try:
             cfg = row_config(r.to_dict())
-        except ConfigError:   # a committed row of an older schema keeps its committed lr_sum
+        except ConfigError:   # a committed row without a whole config keeps its committed lr_sum
             cfg = None
         if cfg is not None:
             key = repr((cfg.optim, cfg.train.epochs, cfg.train.batch_size, cfg.train.max_steps, cfg.task.n_train))
