@@ -402,7 +402,7 @@ def c12_status() -> str:
 def c13_prontoqa() -> str:
     d = table("fig7e_cpu_runs.csv")
     rows = []
-    for (setting, n), part in d.groupby(["setting", "n_train"], sort=False):
+    for (setting, n), part in d.groupby(["setting", "task.n_train"], sort=False):
         rows.append([setting, f"{n:,}", str(len(part)), f"{num(part.train_final.min())}-{num(part.train_final.max())}",
                      f"{num(part.test_final.min())}-{num(part.test_final.max())}"])
     p = table("prontoqa_probe_cpu.csv")
