@@ -38,11 +38,11 @@ def _runs(o1_mem: int, o1_way: int, o2_mem: int, o2_way: int, n: int = 9) -> pd.
     for label, mem, way in (("O1", o1_mem, o1_way), ("O2", o2_mem, o2_way)):
         for i in range(n):
             m = i < mem
-            rows.append({"run_id": f"{label}{i}", "op_set": label, "paper_gamma": 0.8, "id_acc": 0.99,
-                         "symmetric_final": 0.9 if m else 0.1, "inferential_final": 0.0 if m else 0.3,
-                         "inferential_best": 0.6 if i >= n - way else 0.2})
-        rows.append({"run_id": f"{label}L", "op_set": label, "paper_gamma": 0.3, "id_acc": 1.0,
-                     "symmetric_final": 1.0, "inferential_final": 0.0, "inferential_best": 0.0})
+            rows.append({"run_id": f"{label}{i}", "op_set": label, "paper_gamma": 0.8, "final.id_acc": 0.99,
+                         "final.ood_symmetric_acc": 0.9 if m else 0.1, "final.ood_inferential_acc": 0.0 if m else 0.3,
+                         "best.ood_inferential_acc": 0.6 if i >= n - way else 0.2})
+        rows.append({"run_id": f"{label}L", "op_set": label, "paper_gamma": 0.3, "final.id_acc": 1.0,
+                     "final.ood_symmetric_acc": 1.0, "final.ood_inferential_acc": 0.0, "best.ood_inferential_acc": 0.0})
     return pd.DataFrame(rows)
 
 
@@ -106,7 +106,7 @@ def test_the_committed_crossing_redraws_with_its_answers(tmp_path):
     assert (kinds - 1).abs().max() < 1e-6
     # the answers agree with each run's own final metrics
     both = runs.merge(answers, on="run_id")
-    assert (both.composition_share - both.inferential_final).abs().max() < 1e-6
-    assert (both.mirror_share - both.symmetric_final).abs().max() < 1e-6
+    assert (both.composition_share - both["final.ood_inferential_acc"]).abs().max() < 1e-6
+    assert (both.mirror_share - both["final.ood_symmetric_acc"]).abs().max() < 1e-6
     claims = pd.read_csv(out / "study-opset-cross" / "paper_vs_ours.csv").set_index("claim").ours
     assert claims["the hypothesis the rule supports (eval.crossing)"] == "none of the hypotheses"

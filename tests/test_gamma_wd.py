@@ -64,14 +64,14 @@ def test_tables_on_hand_made_runs(tmp_path):
     rows = tables["runs"]
     assert len(rows) == 4 and set(rows.paper_gamma) == {0.3}
     assert rows.decay_exponent.max() == pytest.approx(4.93, abs=0.01)     # wd 1 x the demo clock's sum of lr
-    assert dict(zip(zip(rows.weight_decay, rows.seed), rows.phase)) == {(0.0, 0): 3, (0.0, 1): 2, (1.0, 0): 1,
-                                                                        (1.0, 1): 3}
+    assert dict(zip(zip(rows["optim.weight_decay"], rows.seed), rows.phase)) == {(0.0, 0): 3, (0.0, 1): 2,
+                                                                              (1.0, 0): 1, (1.0, 1): 3}
     cells = grid_cells(rows)
     pd.testing.assert_frame_equal(cells, tables["cells"])
-    c0 = cells[cells.weight_decay == 0.0].iloc[0]
+    c0 = cells[cells["optim.weight_decay"] == 0.0].iloc[0]
     assert c0.inferential_best == pytest.approx((0.2 + 0.7) / 2) and c0.symmetric_best == pytest.approx(0.7)
     assert c0.composes_rate == 0.5 and c0.memorizes_rate == 0.5 and c0.n_seeds == 2 and c0.phase == 3 - 1
-    c1 = cells[cells.weight_decay == 1.0].iloc[0]
+    c1 = cells[cells["optim.weight_decay"] == 1.0].iloc[0]
     assert c1.id_best == pytest.approx(0.8) and c1.phase == 1   # mean best ID 0.8 < 0.9
     r = rescue_table(rows).set_index("seed")
     assert bool(r.loc[1, "rescued"]) and not bool(r.loc[0, "rescued"]) and r.loc[0, "wd=1"] == "unfit"

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from anchorlab.config import ConfigError, experiment_from_dict
-from anchorlab.papers.eval.cells import cell_table, fitted_rows, ordered, pair_table, seed_table
+from anchorlab.papers.eval.judgement import cell_table, fitted_rows, ordered, pair_table, seed_table
 from anchorlab.papers.reproduce import FIGURES, figure_spec
 from anchorlab.papers.reproduce.figures_fig2 import make_fig2
 from anchorlab.sweep.grid import expand, resolve_sweep

@@ -23,9 +23,9 @@ def _runs() -> pd.DataFrame:
     for setting, table in (("large_init", large), ("small_init", small)):
         for seed, per_lr in table.items():
             for lr, (i, inf, sym, binf, bsym) in zip(LRS, per_lr):
-                rows.append({"op_set": "A", "setting": setting, "seed": seed, "peak_lr": lr, "id_acc": i,
-                             "ood_inferential_acc": inf, "ood_symmetric_acc": sym, "best_id_acc": 1.0,
-                             "best_ood_inferential_acc": binf, "best_ood_symmetric_acc": bsym})
+                rows.append({"op_set": "A", "setting": setting, "seed": seed, "peak_lr": lr, "final.id_acc": i,
+                             "final.ood_inferential_acc": inf, "final.ood_symmetric_acc": sym, "best.id_acc": 1.0,
+                             "best.ood_inferential_acc": binf, "best.ood_symmetric_acc": bsym})
     return pd.DataFrame(rows)
 
 
@@ -50,8 +50,8 @@ def test_paper_cell_is_the_mean_over_seeds_of_the_bests_and_the_per_run_rate_cou
                         .loc["large_init", "symmetric_per_run"], 4 / 6)
     one = paper_cells(_runs()[lambda d: d.setting == "small_init"], [], 0.5)   # no keys: one cell
     assert len(one) == 1 and math.isclose(one.inferential_best[0], 0.65)
-    with pytest.raises(ConfigError, match="best_ood_symmetric_acc"):
-        paper_cells(_runs().drop(columns="best_ood_symmetric_acc"), ["setting"], 0.5)
+    with pytest.raises(ConfigError, match="best.ood_symmetric_acc"):
+        paper_cells(_runs().drop(columns="best.ood_symmetric_acc"), ["setting"], 0.5)
 
 
 def test_contrast_by_the_papers_rule_at_both_thresholds_beside_the_per_run_rates():
@@ -82,7 +82,8 @@ def test_cell_solution_reads_both_mappings_and_the_strict_contrast_asks_the_othe
     r = contrast_rates(cells.reset_index(), "large_init", "small_init").set_index("threshold")
     assert r.loc[0.5, "paper_contrast_rate"] == 1.0 and r.loc[0.5, "paper_contrast_only_rate"] == 0.0
     # the same small init with its mirror never reached: the strict reading agrees with the papers' rule
-    low = _runs().assign(best_ood_symmetric_acc=lambda d: d.best_ood_symmetric_acc.where(d.setting == "large_init", 0.1))
+    low = _runs().assign(**{"best.ood_symmetric_acc": lambda d: d["best.ood_symmetric_acc"].where(
+        d.setting == "large_init", 0.1)})
     strict = contrast_cells(low, "large_init", "small_init", thresholds=(0.5,))
     assert strict.contrast_only.tolist() == [True] and strict["small_init.solution"].tolist() == ["composes"]
 
@@ -96,12 +97,12 @@ def test_the_fitted_reading_takes_each_runs_best_only_where_id_had_fitted():
          ("b", 0, 0.50, 0.90, 0.0), ("b", 1, 0.85, 0.70, 0.0)],   # never fits: nothing counts
         columns=["run_id", "step", "id_acc", "inferential", "symmetric"])
     fb = fitted_bests(curves, id_min=0.9).set_index("run_id")
-    assert (fb.loc["a", "best_ood_inferential_acc"], fb.loc["a", "best_ood_symmetric_acc"]) == (0.02, 0.60)
-    assert (fb.loc["b", "best_ood_inferential_acc"], fb.loc["b", "best_ood_symmetric_acc"]) == (0.0, 0.0)
-    assert fb.loc["a", "best_id_acc"] == 1.0 and fb.loc["b", "best_id_acc"] == 0.85
+    assert (fb.loc["a", "best.ood_inferential_acc"], fb.loc["a", "best.ood_symmetric_acc"]) == (0.02, 0.60)
+    assert (fb.loc["b", "best.ood_inferential_acc"], fb.loc["b", "best.ood_symmetric_acc"]) == (0.0, 0.0)
+    assert fb.loc["a", "best.id_acc"] == 1.0 and fb.loc["b", "best.id_acc"] == 0.85
     assert fb.fitted_evals.tolist() == [2, 0]
     loose = fitted_bests(curves, id_min=0.8).set_index("run_id")   # the line moves what counts
-    assert loose.loc["a", "best_ood_inferential_acc"] == 0.72 and loose.loc["b", "best_ood_inferential_acc"] == 0.70
+    assert loose.loc["a", "best.ood_inferential_acc"] == 0.72 and loose.loc["b", "best.ood_inferential_acc"] == 0.70
     with pytest.raises(ConfigError, match="id_min"):
         fitted_bests(curves, id_min=1.5)
     with pytest.raises(ConfigError, match="symmetric"):

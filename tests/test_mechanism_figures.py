@@ -28,7 +28,7 @@ def _cell_rows() -> pd.DataFrame:
     """The committed Fig. 2 cell rows the CPU spec names: depth 2, papers' op set, 1/2x clock, paper gamma 0.3
     and 0.8, the three peaks inside the corrected range, seeds 0-2."""
     d = pd.read_csv(CELL)
-    sel = ((d.clock == 0.5) & (d.n_layers == 2) & (d.op_set == PAPERS_OP_SET) & d.paper_gamma.isin([0.3, 0.8])
+    sel = ((d.clock == 0.5) & (d["model.n_layers"] == 2) & (d.op_set == PAPERS_OP_SET) & d.paper_gamma.isin([0.3, 0.8])
            & d.peak_lr.isin([1.25e-4, 1.77e-4, 2.5e-4]) & d.seed.isin([0, 1, 2]))
     return d[sel]
 
@@ -70,13 +70,12 @@ def test_demo_scale_keeps_the_demos_pair():
 
 # ------------------------------------------------------------------ the picking rule
 def _cands(rows):
-    return pd.DataFrame(rows, columns=["run_id", "seed", "gamma", "peak_lr", "id_acc", "ood_inferential_acc",
-                                       "ood_symmetric_acc"])
+    return pd.DataFrame(rows, columns=["run_id", "seed", "init.gamma", "peak_lr", "final.id_acc",
+                                       "final.ood_inferential_acc", "final.ood_symmetric_acc"])
 
 
 def test_rule_on_the_committed_cell_picks_two_composing_seeds_and_three_memorizing():
-    d = _cell_rows().drop(columns="gamma").rename(columns={
-        "paper_gamma": "gamma", "inferential_final": "ood_inferential_acc", "symmetric_final": "ood_symmetric_acc"})
+    d = _cell_rows().drop(columns="init.gamma").rename(columns={"paper_gamma": "init.gamma"})   # sides by paper gamma
     p = pick_runs(d).set_index(["side", "seed"])
     assert p.loc[("small_init", 0), "run_id"] == "953fc174ac24"     # 1.77e-4: inferential 0.61, ID 0.995
     assert p.loc[("small_init", 1), "run_id"] == "001a4a299875"     # 2.5e-4: inferential 0.78, ID 1.0
@@ -122,8 +121,8 @@ def test_rule_errors_name_the_field():
         PickRule(id_min=1.5)
     with pytest.raises(ConfigError, match="compose_min"):
         PickRule(compose_min=-0.1)
-    with pytest.raises(ConfigError, match="lack column.*ood_symmetric_acc"):
-        pick_runs(_cands([]).drop(columns="ood_symmetric_acc"))
+    with pytest.raises(ConfigError, match="lack column.*final.ood_symmetric_acc"):
+        pick_runs(_cands([]).drop(columns="final.ood_symmetric_acc"))
     with pytest.raises(ConfigError, match="two init rates"):
         pick_runs(_cands([("a", 0, 0.8, 1e-4, 1.0, 1.0, 0.0)]))
     assert pick_runs(_cands([])).empty
@@ -149,8 +148,8 @@ def test_candidates_are_the_last_specs_runs_and_depth_two_where_depths_mix(tmp_p
                                    0.95, 0.6 if g == 0.8 else 0.0, 0.7 if g == 0.3 else 0.0)
            for g in (0.3, 0.8) for L in (1, 2) for seed in (0, 1)}
     c = candidate_table(sweep)                                # no sweep.yaml: every completed run, depth 2
-    assert set(c.run_id) == {v for (g, L, s), v in ids.items() if L == 2} and (c.n_layers == 2).all()
-    assert c.ood_inferential_acc[c.gamma == 0.8].eq(0.6).all() and set(c.seed) == {0, 1}
+    assert set(c.run_id) == {v for (g, L, s), v in ids.items() if L == 2} and (c["model.n_layers"] == 2).all()
+    assert c["final.ood_inferential_acc"][c["init.gamma"] == 0.8].eq(0.6).all() and set(c.seed) == {0, 1}
     spec = {"name": "x", "base": "neurips/paper", "set": ["model.n_layers=1"],
             "axes": {"init.gamma": [0.3, 0.8]}, "zip": [{"train.init_seed": [0, 1]}]}
     import yaml
@@ -230,7 +229,7 @@ def edited(cell):
     sweep = out / "sweep" / "runs"
 
     def run_of(gamma, seed, lr):
-        r = cands[(cands.gamma == gamma) & (cands.seed == seed) & np.isclose(cands.peak_lr, lr)]
+        r = cands[(cands["init.gamma"] == gamma) & (cands.seed == seed) & np.isclose(cands.peak_lr, lr)]
         assert len(r) == 1
         return r.run_id.iloc[0]
 

@@ -19,9 +19,9 @@ def _write_table(tmp_path, o1_mem: int, o2_way: int):
             w = (i >= 9 - way) and gamma == 0.8
             rid = f"{op.held_out[0]}{op.held_out[1]}r{i}"
             rows.append({"run_id": rid, "op_set": op.label, "paper_gamma": gamma, "peak_lr": [1.25e-4, 1.77e-4, 2.5e-4][i % 3],
-                         "seed": i // 3, "clock": 0.5, "n_layers": 2, "id_acc": 0.98,
-                         "inferential_final": 0.0 if m else 0.3, "inferential_best": 0.6 if w else 0.2,
-                         "symmetric_final": 0.9 if m else 0.1, "symmetric_best": 0.9 if m else 0.1,
+                         "seed": i // 3, "clock": 0.5, "model.n_layers": 2, "final.id_acc": 0.98,
+                         "final.ood_inferential_acc": 0.0 if m else 0.3, "best.ood_inferential_acc": 0.6 if w else 0.2,
+                         "final.ood_symmetric_acc": 0.9 if m else 0.1, "best.ood_symmetric_acc": 0.9 if m else 0.1,
                          "device": "cpu", "precision": "bfloat16", "status": "finished"})
             for step, idv in ((0, 0.1), (500, 0.5), (1000, 0.95), (1500, 0.98)):
                 curves.append({"run_id": rid, "step": step, "id_acc": idv, "inferential": 0.6 if (w and step == 1000) else 0.1,

@@ -32,8 +32,8 @@ def _runs(spec):
             for o in outs:
                 rows.append({"op_set": label, "paper_gamma": g, "outcome": o, "step_gap": gap, "offset_over_sd": 1.0,
                              "mirror_farther": 0.0, "offset": 4.0, "steps_to_id_fit": 1000.0 * gap,
-                             "inferential_best": 0.7 if o in ("composes", "composed on the way") else 0.1,
-                             "symmetric_best": 0.9 if o == "memorizes" else 0.1})
+                             "best.ood_inferential_acc": 0.7 if o in ("composes", "composed on the way") else 0.1,
+                             "best.ood_symmetric_acc": 0.9 if o == "memorizes" else 0.1})
     return pd.DataFrame(rows)
 
 

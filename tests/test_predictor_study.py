@@ -37,10 +37,11 @@ def test_outcome_rule():
 def _table(n=40, signal=True, n_noise=12, seed=0):
     rng = np.random.default_rng(seed)
     y = np.arange(n) % 2 == 0
-    rows = {"run_id": [f"r{i}" for i in range(n)], "data_seed": [0] * (n // 2) + list(range(1, n - n // 2 + 1)),
-            "init_seed": list(range(n // 2)) + [0] * (n - n // 2), "gamma": 0.45, "id_acc": 1.0,
-            "inferential_final": np.where(y, 0.8, 0.0), "symmetric_final": np.where(y, 0.1, 0.9),
-            "inferential_best": np.nan, "symmetric_best": np.nan,
+    rows = {"run_id": [f"r{i}" for i in range(n)],
+            "train.data_seed": [0] * (n // 2) + list(range(1, n - n // 2 + 1)),
+            "train.init_seed": list(range(n // 2)) + [0] * (n - n // 2), "init.gamma": 0.45, "final.id_acc": 1.0,
+            "final.ood_inferential_acc": np.where(y, 0.8, 0.0), "final.ood_symmetric_acc": np.where(y, 0.1, 0.9),
+            "best.ood_inferential_acc": np.nan, "best.ood_symmetric_acc": np.nan,
             "outcome": np.where(y, "composes", "memorizes"), "at_fraction": 0.05, "step": 10}
     for j in range(n_noise):
         rows[f"noise{j}"] = rng.normal(size=n)
@@ -124,8 +125,9 @@ def test_study_tables_from_a_tiny_sweep(tmp_path, tiny_overrides):
     assert list(tables["auc"].columns) in ([], ["feature", "at_fraction", "auc", "auc_lo", "auc_hi", "n_runs"])
     # a committed study table joins: its runs are added once, a run found in a directory wins, outcomes re-read
     old = tables["runs"]
-    extra = old[old.run_id == old.run_id.iloc[0]].assign(run_id="earlier", id_acc=1.0, inferential_final=0.9,
-                                                         symmetric_final=0.0, outcome="memorizes")
+    extra = old[old.run_id == old.run_id.iloc[0]].assign(**{
+        "run_id": "earlier", "final.id_acc": 1.0, "final.ood_inferential_acc": 0.9, "final.ood_symmetric_acc": 0.0,
+        "outcome": "memorizes"})
     extra.to_csv(tmp_path / "old.csv", index=False)
     old.to_csv(tmp_path / "same.csv", index=False)
     rows2 = F.study_rows(run_table([tmp_path / "sw", tmp_path / "old.csv", tmp_path / "same.csv"]))

@@ -53,7 +53,7 @@ def test_fig7e_end_to_end_on_tiny_runs(tmp_path):
     _reproduce("journal-fig7e", out, ["task.eval_max=40", "task.n_test=40", "train.max_steps=8",
                                       "train.eval_every=8"])
     runs = pd.read_csv(out / "journal-fig7e" / "runs.csv")
-    assert len(runs) == 8 and runs.n_train.nunique() == 2 and set(runs.seed) == {0, 1}
+    assert len(runs) == 8 and runs["task.n_train"].nunique() == 2 and set(runs["train.init_seed"]) == {0, 1}
     assert {"converged_epoch", "gen_error", "cap_epoch", "test_at"} <= set(runs.columns)
     hops = pd.read_csv(out / "journal-fig7e" / "hops.csv")
     assert set(hops.hop) == {1, 2, 3} and hops.accuracy.between(0, 1).all()

@@ -56,8 +56,8 @@ def test_judge_and_rates_by_hand():
                                    ("A", 1, (0.80, 0.0, 0.9), (0.99, 0.85, 0.0)),   # large init did not fit
                                    ("B", 0, (0.95, 0.1, 0.85), (0.95, 0.2, 0.7))):  # small init memorized
         for name, (i, inf, sym) in (("large_init", large), ("small_init", small)):
-            rows.append({"op_set": op, "seed": seed, "setting": name, "id_acc": i, "ood_inferential_acc": inf,
-                         "ood_symmetric_acc": sym})
+            rows.append({"op_set": op, "seed": seed, "setting": name, "final.id_acc": i,
+                         "final.ood_inferential_acc": inf, "final.ood_symmetric_acc": sym})
     j = judge(pd.DataFrame(rows))
     assert list(j.contrast) == [True, False, False]
     assert list(j.large_memorizes) == [True, False, True] and list(j.small_composes) == [True, True, False]
@@ -112,8 +112,8 @@ def test_rate_map_by_hand():
     # epochs 2: one case, contrast; epochs 4: two cases, small init composes in one
     for ep, op, seed, small_inf in ((2, "A", 0, 0.9), (4, "A", 0, 0.9), (4, "B", 0, 0.1)):
         for name, (i, inf, sym) in (("large_init", (0.95, 0.0, 0.9)), ("small_init", (0.99, small_inf, 0.0))):
-            rows.append({"train.epochs": ep, "op_set": op, "seed": seed, "setting": name, "id_acc": i,
-                         "ood_inferential_acc": inf, "ood_symmetric_acc": sym, "steps": 10 * ep,
+            rows.append({"train.epochs": ep, "op_set": op, "seed": seed, "setting": name, "final.id_acc": i,
+                         "final.ood_inferential_acc": inf, "final.ood_symmetric_acc": sym, "steps": 10 * ep,
                          "wall_seconds": 3.0 * ep})
     cases = pd.DataFrame(rows)
     m = rate_map(judge(cases, by=["train.epochs"]), cases, ["train.epochs"])
@@ -149,7 +149,8 @@ def test_paired_cases_by_hand():
     for amp, small in (("none", (0.99, 0.8, 0.1)), ("bf16", (0.99, 0.1, 0.8))):   # small init flips
         for name, (i, inf, sym) in (("large_init", (0.95, 0.0, 0.9)), ("small_init", small)):
             rows.append({"train.amp": amp, "op_set": "A", "seed": 0, "setting": name, "peak_lr": 2e-3,
-                         "status": "finished", "id_acc": i, "ood_inferential_acc": inf, "ood_symmetric_acc": sym})
+                         "status": "finished", "final.id_acc": i, "final.ood_inferential_acc": inf,
+                         "final.ood_symmetric_acc": sym})
     p = paired_cases(pd.DataFrame(rows), "train.amp").set_index("setting")
     assert list(p.same_solution) == [True, False]
     assert p.loc["small_init", "solution@none"] == "composes" and p.loc["small_init", "solution@bf16"] == "memorizes"
@@ -170,11 +171,11 @@ def test_robustness_with_peak_lrs_reports_the_papers_rule_beside_the_per_run_rat
     d = tmp_path / "r"
     cases = pd.read_csv(d / "cases.csv")
     assert len(cases) == 8 and sorted(cases.peak_lr.unique()) == [1e-3, 4e-3]
-    assert (cases.best_ood_inferential_acc >= cases.ood_inferential_acc - 1e-9).all()
+    assert (cases["best.ood_inferential_acc"] >= cases["final.ood_inferential_acc"] - 1e-9).all()
     assert len(pd.read_csv(d / "judged.csv")) == 4                      # (op set, seed, lr) cases
     seeds = pd.read_csv(d / "seeds.csv")
     assert len(seeds) == 4 and (seeds.n_lrs == 2).all()
-    best = cases.groupby(["setting", "seed"]).best_ood_inferential_acc.max()
+    best = cases.groupby(["setting", "seed"])["best.ood_inferential_acc"].max()
     assert seeds.set_index(["setting", "seed"]).inferential_best.sort_index().tolist() == \
         pytest.approx(best.sort_index().tolist())
     cells = pd.read_csv(d / "cells.csv")
@@ -216,9 +217,9 @@ def test_the_fitted_reading_by_hand_and_none_where_a_run_lacks_its_history():
                                       for s, i, a, b in h]} for k, h in hist.items()]
     cases = pd.DataFrame([
         {"run_id": k, "op_set": "A", "seed": 0, "setting": name, "peak_lr": 1e-3, "status": "finished",
-         "id_acc": h[-1][1], "ood_inferential_acc": h[-1][2], "ood_symmetric_acc": h[-1][3],
-         "best_id_acc": max(e[1] for e in h), "best_ood_inferential_acc": max(e[2] for e in h),
-         "best_ood_symmetric_acc": max(e[3] for e in h)}
+         "final.id_acc": h[-1][1], "final.ood_inferential_acc": h[-1][2], "final.ood_symmetric_acc": h[-1][3],
+         "best.id_acc": max(e[1] for e in h), "best.ood_inferential_acc": max(e[2] for e in h),
+         "best.ood_symmetric_acc": max(e[3] for e in h)}
         for (k, h), name in zip(hist.items(), ("large_init", "small_init"))])
     papers = judgement_tables(cases, "large_init", "small_init", (0.5,))["cells"].iloc[0]
     fit = fitted_tables(cases, curves_of(runs), "large_init", "small_init", (0.5,))

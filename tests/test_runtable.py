@@ -11,7 +11,7 @@ import pytest
 from anchorlab.config import ConfigError, load_config
 import anchorlab
 from anchorlab.papers import runs as paper_runs
-from anchorlab.sweep.runtable import HEAD, LEGACY, history_table, row_config, row_section, run_history, run_table
+from anchorlab.sweep.runtable import HEAD, history_table, row_config, row_section, run_history, run_table
 
 
 def _run(root, gamma, status="finished", **sets):
@@ -45,15 +45,16 @@ def test_one_schema_from_run_dirs_sweep_dirs_and_committed_tables(tmp_path):
     one = run_table([run_a])                                            # a run directory is a source too
     assert list(one.run_id) == [a.run_id()] and one.run_dir.iloc[0] == str(run_a)
     old = pd.DataFrame({"run_id": [b.run_id(), "gone"], "op_set": "x", "paper_gamma": [0.3, 0.8], "peak_lr": 1e-4,
-                        "seed": [0, 1], "id_acc": [0.5, 1.0], "inferential_best": 0.1, "symmetric_best": 0.9,
-                        "inferential_final": 0.0, "symmetric_final": 0.8, "n_layers": 2, "clock": 1.0})
+                        "seed": [0, 1], "final.id_acc": [0.5, 1.0], "best.ood_inferential_acc": 0.1,
+                        "best.ood_symmetric_acc": 0.9, "final.ood_inferential_acc": 0.0, "final.ood_symmetric_acc": 0.8,
+                        "model.n_layers": 2, "clock": 1.0, "outcome": "memorizes"})
     old.to_csv(tmp_path / "old.csv", index=False)
     both = paper_runs.run_table([tmp_path / "s", tmp_path / "old.csv"]).set_index("run_id")
     assert len(both) == 3 and both.loc[b.run_id(), "final.id_acc"] == 0.99     # the directory's row wins
     g = both.loc["gone"]
     assert (g["final.id_acc"], g["best.ood_symmetric_acc"], g["model.n_layers"], g["train.init_seed"]) == (1.0, 0.9, 2, 1)
     assert (g.status, g.device, g.run_dir, g.source) == ("finished", "unrecorded", "", str(tmp_path / "old.csv"))
-    assert set(LEGACY) & set(both.columns) == set()                    # every older name mapped
+    assert g.outcome == "memorizes"                                    # a study's derived column passes through
     with pytest.raises(ConfigError, match="holds no whole config"):
         row_config(g.to_dict())
     assert len(run_table([])) == 0 and "run_id" in run_table([]).columns

@@ -70,17 +70,17 @@ def test_the_verdict_waits_for_both_rungs():
 
 def test_runs_are_judged_per_run_and_a_rung_is_ready_with_seeds_0_and_1():
     op = "{1:+5,2:+1,3:-2,4:-8} (4,3) held out, (3,4)->x-6"
-    base = {"op_set": op, "rung": "w64", "inferential_best": 0.9, "symmetric_best": 0.9}
+    base = {"op_set": op, "rung": "w64", "best.ood_inferential_acc": 0.9, "best.ood_symmetric_acc": 0.9}
     runs = pd.DataFrame([
-        {**base, "paper_gamma": 0.8, "seed": 0, "id_acc": 0.95, "outcome": "composes"},
-        {**base, "paper_gamma": 0.8, "seed": 1, "id_acc": 0.5, "outcome": "unfit"},
-        {**base, "paper_gamma": 0.3, "seed": 0, "id_acc": 1.0, "outcome": "memorizes"},
+        {**base, "paper_gamma": 0.8, "seed": 0, "final.id_acc": 0.95, "outcome": "composes"},
+        {**base, "paper_gamma": 0.8, "seed": 1, "final.id_acc": 0.5, "outcome": "unfit"},
+        {**base, "paper_gamma": 0.3, "seed": 0, "final.id_acc": 1.0, "outcome": "memorizes"},
     ])
     t = fs.rung_table(runs)
     row = t[t.op_set == "all"].iloc[0]
     assert (row.small_composes, row.n_small, row.small_unfit, row.large_memorizes, row.n_large) == (1, 2, 1, 1, 1)
     assert not row.ready       # the large init's seed 1 is missing
-    full = pd.concat([runs, pd.DataFrame([{**base, "paper_gamma": 0.3, "seed": 1, "id_acc": 1.0,
+    full = pd.concat([runs, pd.DataFrame([{**base, "paper_gamma": 0.3, "seed": 1, "final.id_acc": 1.0,
                                            "outcome": "neither"}])])
     assert fs.rung_table(full).query("op_set == 'all'").ready.iloc[0]
 
@@ -94,8 +94,8 @@ def test_the_figure_redraws_from_the_committed_rows(tmp_path):
         tables.append(str(ladder))
     res = reproduce("study-scale", "cpu", tmp_path, from_tables=tables, train=False)
     runs = pd.read_csv(tmp_path / "study-scale" / "runs.csv")
-    assert set(runs.columns) >= {"op_set", "width", "n_train", "paper_gamma", "peak_lr", "seed", "id_acc",
-                                 "inferential_final", "symmetric_final", "inferential_best", "symmetric_best",
-                                 "steps_to_id_fit", "wall_seconds", "precision", "device"}
+    assert set(runs.columns) >= {"op_set", "width", "n_train", "paper_gamma", "peak_lr", "seed", "final.id_acc",
+                                 "final.ood_inferential_acc", "final.ood_symmetric_acc", "best.ood_inferential_acc",
+                                 "best.ood_symmetric_acc", "steps_to_id_fit", "wall_seconds", "precision", "device"}
     assert (runs[runs.rung == "w128"].width == 128).all() and len(runs[runs.rung == "w128"]) >= 14
     assert "rates_by_rung.png" in res

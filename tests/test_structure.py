@@ -268,9 +268,9 @@ def library_to_papers(graph: dict[str, set[str]] | None = None) -> list[str]:
 def test_the_library_never_imports_the_papers():
     found = library_to_papers()
     assert not found, f"{len(found)} library -> papers imports:\n" + "\n".join(found)
-    assert library_to_papers({"anchorlab.sweep.runtable": {"anchorlab.papers.eval.cells"},
-                              "anchorlab.papers.eval.cells": set()}) == [
-        "anchorlab.sweep.runtable -> anchorlab.papers.eval.cells"]
+    assert library_to_papers({"anchorlab.sweep.runtable": {"anchorlab.papers.eval.judgement"},
+                              "anchorlab.papers.eval.judgement": set()}) == [
+        "anchorlab.sweep.runtable -> anchorlab.papers.eval.judgement"]
 
 
 def test_no_import_cycles_between_modules():

@@ -14,8 +14,8 @@ from docs_common import FIGURES, count, md_table, num, paper_gamma, ratio, sci, 
 
 # ------------------------------------------------------------------ C3: the journal's phases and weight decay
 def c3_grid() -> str:
-    d = table("gamma_wd_cpu_cells.csv").sort_values(["paper_gamma", "weight_decay"])
-    rows = [[f"{r.paper_gamma:g}", f"{r.weight_decay:g} ({num(r.decay_exponent)})",
+    d = table("gamma_wd_cpu_cells.csv").sort_values(["paper_gamma", "optim.weight_decay"])
+    rows = [[f"{r.paper_gamma:g}", f"{r['optim.weight_decay']:g} ({num(r.decay_exponent)})",
              f"{num(r.inferential_best)} / {num(r.symmetric_best)} ({num(r.id_best)})", str(int(r.phase)),
              f"{count(r.composes_rate, r.n_runs)} / {count(r.memorizes_rate, r.n_runs)}",
              num(r["cond/wq0_mean_abs_cos"])] for _, r in d.iterrows()]
@@ -27,7 +27,7 @@ def c3_rescue() -> str:
     rows = []
     for name, label in (("gamma_wd_cpu_rescue.csv", "grid draws"), ("wd_rescue_cpu_rescue.csv", "demo draws")):
         d = table(name)
-        for g, part in d.groupby("gamma"):
+        for g, part in d.groupby("init.gamma"):
             lost = part[part["wd=0"] != "composes"]
             pg = part.paper_gamma.iloc[0]
             gl = f"paper {pg:g}" if pd.notna(pg) else f"plain {g:g} at width 128 (paper {paper_gamma(g, 128):.2f})"
@@ -176,11 +176,12 @@ def c3_status() -> str:
             return "reproduced"
         return "partly" if any(k > 0 for k, _ in held) else "not reproduced"
     d = table("gamma_wd_cpu_cells.csv")
-    top, low = d.weight_decay.max(), d.weight_decay.min()
-    wd_helps = all(d[(d.paper_gamma == g) & (d.weight_decay == top)].inferential_best.iloc[0]
-                   > d[(d.paper_gamma == g) & (d.weight_decay == low)].inferential_best.iloc[0]
+    wd = d["optim.weight_decay"]
+    top, low = wd.max(), wd.min()
+    wd_helps = all(d[(d.paper_gamma == g) & (wd == top)].inferential_best.iloc[0]
+                   > d[(d.paper_gamma == g) & (wd == low)].inferential_best.iloc[0]
                    for g in d.paper_gamma.unique())
-    at0 = d[d.weight_decay == low].sort_values("paper_gamma").inferential_best.tolist()
+    at0 = d[wd == low].sort_values("paper_gamma").inferential_best.tolist()
     gamma_helps = at0[-1] > at0[0]
     return "reproduced" if wd_helps and gamma_helps else "partly" if wd_helps or gamma_helps else "not reproduced"
 
@@ -401,7 +402,7 @@ def c12_status() -> str:
 def c13_prontoqa() -> str:
     d = table("fig7e_cpu_runs.csv")
     rows = []
-    for (setting, n), part in d.groupby(["setting", "n_train"], sort=False):
+    for (setting, n), part in d.groupby(["setting", "task.n_train"], sort=False):
         rows.append([setting, f"{n:,}", str(len(part)), f"{num(part.train_final.min())}-{num(part.train_final.max())}",
                      f"{num(part.test_final.min())}-{num(part.test_final.max())}"])
     p = table("prontoqa_probe_cpu.csv")
@@ -521,11 +522,11 @@ def mech_picks() -> str:
     """The runs C4-C7 analyze: per side and seed the picked run, or why none."""
     p = table("mechanism_cpu_picks.csv")
     rows = []
-    for r in p.itertuples():
+    for _, r in p.iterrows():
         side = "small init (paper gamma 0.8)" if r.side == "small_init" else "large init (paper gamma 0.3)"
         if r.picked:
-            rows.append([side, str(r.seed), f"`{r.run_id}`", sci(r.peak_lr), num(r.id_acc), num(r.ood_inferential_acc),
-                         num(r.ood_symmetric_acc)])
+            rows.append([side, str(r.seed), f"`{r.run_id}`", sci(r.peak_lr), num(r["final.id_acc"]),
+                         num(r["final.ood_inferential_acc"]), num(r["final.ood_symmetric_acc"])])
         else:
             rows.append([side, str(r.seed), "none composes", "", "", "", ""])
     return md_table(["side", "seed", "run", "peak lr", "ID", "(4,3) inferential", "(4,3) symmetric"], rows)

@@ -86,7 +86,7 @@ def _device(dev: str) -> str:
 def _precision(op: str, gamma: float, device: str) -> str:
     runs = table("fig2_cell_cpu.csv")
     runs = runs[(runs.op_set.map(op_label) == op) & (runs.paper_gamma == gamma) & (runs.clock == 0.5)
-                & (runs.n_layers == 2) & runs.device.str.startswith(device)]
+                & (runs["model.n_layers"] == 2) & runs.device.str.startswith(device)]
     kinds = sorted({f"{_device(dev)}, {p}" for dev, p in zip(runs.device, runs.precision)})
     return "; ".join(kinds) if kinds else "-"
 
@@ -109,7 +109,7 @@ def c1_opsets() -> str:
 def c1_bracket() -> str:
     """C1: the papers' op set at 1/2x read over the paper's range and over our whole bracket of peaks."""
     runs = table("fig2_cell_cpu.csv")
-    runs = runs[(runs.op_set.map(op_label) == "(4,3), papers'") & (runs.clock == 0.5) & (runs.n_layers == 2)]
+    runs = runs[(runs.op_set.map(op_label) == "(4,3), papers'") & (runs.clock == 0.5) & (runs["model.n_layers"] == 2)]
     peaks = sorted(runs.peak_lr.unique())
     inside = [p for p in peaks if 1.1e-4 <= p <= 3.3e-4]
     d = _pick(cells(), clock=0.5, n_layers=2, devices="cpu")

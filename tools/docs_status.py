@@ -83,10 +83,10 @@ def _c2_status() -> str:
 
 def _c3_ours() -> str:
     d = table("gamma_wd_cpu_cells.csv")
-    g = d[d.paper_gamma == d.paper_gamma.min()].sort_values("weight_decay")
+    g = d[d.paper_gamma == d.paper_gamma.min()].sort_values("optim.weight_decay")
     runs = table("gamma_wd_cpu.csv")
     runs = runs[runs.paper_gamma == runs.paper_gamma.min()]
-    by_wd = {w: part.solution for w, part in runs.groupby("weight_decay")}
+    by_wd = {w: part.solution for w, part in runs.groupby("optim.weight_decay")}
     lo, top = min(by_wd), max(by_wd)
     best_final = max(by_wd, key=lambda w: (by_wd[w] == "composes").mean())
     return (f"NeurIPS task: wd lifts the largest init (best over training {num(g.inferential_best.iloc[0])} -> "

@@ -24,7 +24,7 @@ from anchorlab.registry import lazy_attribute
 
 _API = {
     "reproduce": "anchorlab.papers.reproduce:reproduce",
-    "cell_table": "anchorlab.papers.eval.cells:cell_table",
+    "cell_table": "anchorlab.papers.eval.judgement:cell_table",
     "paper_cells": "anchorlab.papers.eval.judgement:paper_cells",
     "run_table": "anchorlab.papers.runs:run_table",
     "curve_table": "anchorlab.papers.runs:curve_table",
@@ -38,7 +38,6 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from anchorlab.papers.eval.cells import cell_table
-    from anchorlab.papers.eval.judgement import paper_cells
+    from anchorlab.papers.eval.judgement import cell_table, paper_cells
     from anchorlab.papers.reproduce import reproduce
     from anchorlab.papers.runs import curve_table, run_table

@@ -35,7 +35,8 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from anchorlab.config import ConfigError, check_range
-from anchorlab.papers.eval.contrast import case_counts, judge, rate_map, rates  # noqa: F401  (the study's API)
+from anchorlab.papers.eval.judgement import BEST, MAPPINGS
+from anchorlab.papers.eval.judgement import case_counts, judge, rate_map, rates  # noqa: F401  (the study's API)
 from anchorlab.run_status import COMPLETED
 from anchorlab.tasks.anchor.opsets import OpSet, random_op_sets
 
@@ -105,8 +106,9 @@ def _same(a: Any, b: Any) -> bool:
 
 def case_table(rows: pd.DataFrame, settings: Sequence[Setting] = DEFAULT_SETTINGS,
                vary_keys: Sequence[str] = ()) -> pd.DataFrame:
-    """One row per run: [the varied keys' values,] op set, seed, setting, peak lr, final ID / inferential /
-    symmetric accuracy, each one's best over training (``best_*``), status, steps, wall time.
+    """One row per run: [the varied keys' values,] op set, seed, setting, peak lr, status, the final ID /
+    inferential / symmetric accuracy (``final.*``), each one's best over training (``best.*``), the final train
+    loss, steps, wall time: the run table's names.
 
     ``rows``: the study's runs as run-table rows (:func:`anchorlab.sweep.runtable.run_table`).
     """
@@ -116,15 +118,11 @@ def case_table(rows: pd.DataFrame, settings: Sequence[Setting] = DEFAULT_SETTING
     keys = sorted({k for s in settings for k in s.overrides})
     setting = [_setting_of(dict(zip(keys, vals)), settings) for vals in zip(*(t[k] for k in keys))] if keys else \
         ["?"] * len(t)
-    metrics = ("id_acc", "ood_inferential_acc", "ood_symmetric_acc")
-    col = {c: t[c] if c in t else pd.Series(math.nan, index=t.index) for c in
-           [*(f"final.{m}" for m in (*metrics, "train_loss")), *(f"best.{m}" for m in metrics)]}
+    metrics = [*MAPPINGS.values(), *BEST.values(), "final.train_loss"]
     out = pd.DataFrame({**{k: t[k] if k in t else None for k in vary_keys}, "op_set": t.op_set, "seed": t.seed,
                         "setting": setting, "peak_lr": t.peak_lr, "status": t.status,
-                        **{m: col[f"final.{m}"] for m in metrics},
-                        **{f"best_{m}": col[f"best.{m}"] for m in metrics},
-                        "train_loss": col["final.train_loss"], "steps": t.steps, "wall_seconds": t.wall_seconds,
-                        "run_id": t.run_id})
+                        **{m: t[m] if m in t else pd.Series(math.nan, index=t.index) for m in metrics},
+                        "steps": t.steps, "wall_seconds": t.wall_seconds, "run_id": t.run_id})
     return out.sort_values([*vary_keys, "op_set", "seed", "peak_lr", "setting"]).reset_index(drop=True)
 
 
@@ -189,13 +187,12 @@ def paired_cases(cases: pd.DataFrame, key: str, threshold: float = 0.5, id_min: 
     from anchorlab.eval.solution import outcome
 
     ok = cases[cases.status.isin(COMPLETED)]
-    ok = ok.assign(solution=[outcome(i, a, b, threshold, id_min) for i, a, b in
-                             zip(ok.id_acc, ok.ood_inferential_acc, ok.ood_symmetric_acc)],
+    final = list(MAPPINGS.values())
+    ok = ok.assign(solution=[outcome(*v, threshold, id_min) for v in zip(*(ok[c] for c in final))],
                    _value=ok[key].map(lambda v: f"{v:g}" if isinstance(v, float) else str(v)))
     case = ["op_set", "seed", "setting", "peak_lr"]
-    wide = ok.pivot_table(index=case, columns="_value", aggfunc="first",
-                          values=["id_acc", "ood_inferential_acc", "ood_symmetric_acc", "solution"])
-    wide.columns = [f"{m}@{v}" for m, v in wide.columns]
+    wide = ok.pivot_table(index=case, columns="_value", aggfunc="first", values=[*final, "solution"])
+    wide.columns = [f"{m.removeprefix('final.')}@{v}" for m, v in wide.columns]
     sol = wide[[c for c in wide.columns if c.startswith("solution@")]]
     wide["same_solution"] = sol.nunique(axis=1).eq(1) & sol.notna().all(axis=1)
     return wide.reset_index()

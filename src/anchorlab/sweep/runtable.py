@@ -34,9 +34,8 @@ A layer above may add columns of its own, computed from each run's final.json (`
 adds the op set, the paper's gamma and the clock, :mod:`anchorlab.papers.runs`); the table itself knows no
 task, no paper and never runs a model.
 
-A committed table in the schema above is read as it is. One in the older Fig. 2 / gamma x wd /
-predictor schema (``id_acc``, ``inferential_best``, ``n_layers``, ``gamma``, ...) is mapped onto it by
-:data:`LEGACY`; its other columns (a study's derived values, e.g. ``lr_sum``, ``cond/*``) pass through.
+A committed table is read as it is: a study writes the columns above under these names, beside derived
+columns of its own (e.g. ``lr_sum``, ``cond/*``, ``outcome``), which pass through.
 :func:`history_table` is the same per-evaluation view with every metric a run logs: ``run_id``, ``step``,
 then each metric of final.json's ``history`` as a column (NaN where an evaluation lacks it); for a committed
 ``X.csv``, its ``X_history.csv`` beside it where there is one. :func:`run_history` gives one run's
@@ -60,13 +59,6 @@ if TYPE_CHECKING:
 
 SECTIONS = ("task", "model", "init", "optim", "train")
 HEAD = ["run_id", "status", "source", "peak_lr", "seed", "steps", "total_steps", "wall_seconds", "device", "precision"]
-# an older committed table's columns -> the run table's
-LEGACY = {"id_acc": "final.id_acc", "inferential_final": "final.ood_inferential_acc",
-          "symmetric_final": "final.ood_symmetric_acc", "id_best": "best.id_acc",
-          "inferential_best": "best.ood_inferential_acc", "symmetric_best": "best.ood_symmetric_acc",
-          "n_layers": "model.n_layers", "gamma": "init.gamma", "ref_width": "init.ref_width",
-          "d_model": "model.d_model", "weight_decay": "optim.weight_decay", "data_seed": "train.data_seed",
-          "init_seed": "train.init_seed"}
 HISTORY_HEAD = ["run_id", "step"]
 Derive = Callable[[Mapping[str, Any]], dict[str, Any]]   # a final.json-shaped dict -> columns of a layer above
 
@@ -128,8 +120,8 @@ def _finals_of(path: Path, statuses: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def read_table(path: str | Path) -> "pd.DataFrame":
-    """A committed run table (CSV) in the schema of this module, older schemas mapped by :data:`LEGACY`;
-    one row per run (the last copy). A file that is missing or has no ``run_id`` column is refused."""
+    """A committed run table (CSV) in the schema of this module; one row per run (the last copy). A file that
+    is missing or has no ``run_id`` column is refused."""
     import pandas as pd
 
     p = Path(path)
@@ -138,7 +130,6 @@ def read_table(path: str | Path) -> "pd.DataFrame":
     df = pd.read_csv(p)
     if "run_id" not in df.columns:
         raise ConfigError(f"--from-table {p}: no run_id column; its columns: {', '.join(map(str, df.columns))}")
-    df = df.rename(columns={k: v for k, v in LEGACY.items() if k in df.columns and v not in df.columns})
     if "seed" not in df.columns and "train.init_seed" in df.columns:
         df["seed"] = df["train.init_seed"]
     if "train.init_seed" not in df.columns and "seed" in df.columns:
@@ -291,8 +282,8 @@ def row_section(row: Mapping[str, Any], section: str) -> dict[str, Any]:
 
 def row_config(row: Mapping[str, Any]) -> Any:
     """The ExperimentConfig of a run rebuilt from its run-table row (its ``<section>.<field>`` columns);
-    a :class:`~anchorlab.config.ConfigError` where the row does not hold a whole config (a committed row
-    of an older schema)."""
+    a :class:`~anchorlab.config.ConfigError` where the row does not hold a whole config (a committed row that
+    keeps only some config fields)."""
     from anchorlab.config import experiment_from_dict
     from anchorlab.config.precision_rules import as_recorded
 

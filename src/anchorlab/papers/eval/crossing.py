@@ -1,8 +1,9 @@
 """The op-set crossing: when each run fits the seen pairs, and which hypothesis the runs support.
 
 Pure functions over two tidy tables: per-evaluation curves (``run_id``, ``step``, ``id_acc``, ``inferential``,
-``symmetric``: the held-out pair's accuracy under each mapping) and a run table (``run_id``, ``op_set``,
-``paper_gamma``, ``id_acc``, ``inferential_final``, ``inferential_best``, ``symmetric_final``).
+``symmetric``: the held-out pair's accuracy under each mapping) and a run table, read by its own names (``run_id``,
+``op_set``, ``paper_gamma``, ``final.id_acc``, ``final.ood_inferential_acc``, ``final.ood_symmetric_acc``,
+``best.ood_inferential_acc``, ``best.ood_symmetric_acc``: the vocabulary of :mod:`anchorlab.papers.eval.judgement`).
 
 :func:`fit_timing` reads, per run, the first evaluation where ID reaches ``id_min`` (NaN: never), the held-out
 pair's accuracy there under both mappings, and the first evaluation from then on where the mirror's answer takes
@@ -21,7 +22,7 @@ idiosyncratic               both compose: the two original op sets were exceptio
 
 An op set *memorizes* when >= ``need`` (5) of its small-init runs end fitted (ID >= 0.9) on the mirror's answer
 (final symmetric >= 0.5); it *composes* when <= ``allow`` (1) of them do and >= ``need`` reach inferential >= 0.5
-at some evaluation (``inferential_best``). A hypothesis is supported when both op sets read as it predicts. The
+at some evaluation (``best.ood_inferential_acc``). A hypothesis is supported when both op sets read as it predicts. The
 verdict waits for ``n_runs`` (9: 3 peaks x 3 seeds) small-init runs per op set.
 """
 
@@ -33,16 +34,16 @@ from typing import Mapping
 import pandas as pd
 
 from anchorlab.config import ConfigError
+from anchorlab.papers.eval.judgement import BEST, MAPPINGS
 from anchorlab.tasks.anchor.opsets import OpSet, op_set_properties
 from anchorlab.eval.solution import outcome as solution_outcome
 
-RUN_COLUMNS = ["op_set", "held_out", "paper_gamma", "peak_lr", "seed", "id_acc", "inferential_final", "inferential_best",
-               "symmetric_final", "symmetric_best", "steps_to_id_fit", "inferential_at_fit", "symmetric_at_fit",
-               "mirror_takeover_step", "takeover_after_fit", "outcome", "step_gap", "offset", "offset_over_sd",
-               "mirror_farther", "clock", "precision", "device", "wall_seconds", "run_id"]
-FROM_RUN_TABLE = {"final.id_acc": "id_acc", "final.ood_inferential_acc": "inferential_final",
-                  "best.ood_inferential_acc": "inferential_best", "final.ood_symmetric_acc": "symmetric_final",
-                  "best.ood_symmetric_acc": "symmetric_best"}
+ID, INF, INF_BEST = MAPPINGS["id"], MAPPINGS["inferential"], BEST["inferential"]
+SYM, SYM_BEST = MAPPINGS["symmetric"], BEST["symmetric"]
+RUN_COLUMNS = ["op_set", "held_out", "paper_gamma", "peak_lr", "seed", ID, INF, INF_BEST, SYM, SYM_BEST,
+               "steps_to_id_fit", "inferential_at_fit", "symmetric_at_fit", "mirror_takeover_step",
+               "takeover_after_fit", "outcome", "step_gap", "offset", "offset_over_sd", "mirror_farther", "clock",
+               "precision", "device", "wall_seconds", "run_id"]
 
 
 HYPOTHESES: dict[str, tuple[str, str]] = {    # name -> (what O1 does, what O2 does)
@@ -89,7 +90,7 @@ def crossing_rows(rows: pd.DataFrame, curves: pd.DataFrame, id_min: float = 0.9,
     """The run table (:func:`anchorlab.sweep.runtable.run_table`) and its curves -> :data:`RUN_COLUMNS`, one row per
     run, in the order (op set, paper gamma, peak lr, seed). The fit timing comes from the curves where the run has
     one, else from the row (a committed table carries it)."""
-    t = rows.rename(columns={k: v for k, v in FROM_RUN_TABLE.items() if k in rows.columns})
+    t = rows
     timing = fit_timing(curves[curves.run_id.isin(set(t.run_id))], id_min, threshold) if len(curves) else None
     if timing is not None and len(timing):
         keep = [c for c in timing.columns if c != "run_id"]
@@ -99,7 +100,7 @@ def crossing_rows(rows: pd.DataFrame, curves: pd.DataFrame, id_min: float = 0.9,
                           for label, o in ops.items()])
     t = t.drop(columns=[c for c in props.columns if c != "op_set" and c in t.columns]).merge(props, on="op_set")
     t["outcome"] = [outcome(*v, id_min=id_min, threshold=threshold) for v in
-                    zip(t.id_acc, t.inferential_final, t.symmetric_final, t.inferential_best)]
+                    zip(t[ID], t[INF], t[SYM], t[INF_BEST])]
     for c in RUN_COLUMNS:
         if c not in t.columns:
             t[c] = float("nan")
@@ -108,13 +109,11 @@ def crossing_rows(rows: pd.DataFrame, curves: pd.DataFrame, id_min: float = 0.9,
 
 def op_set_counts(runs: pd.DataFrame, id_min: float = 0.9, threshold: float = 0.5) -> pd.DataFrame:
     """Per (op set, paper gamma): ``n_runs``, ``n_unfit``, ``n_memorize`` (fitted, final symmetric >= threshold),
-    ``n_compose_final`` (fitted, final inferential >= threshold), ``n_compose_on_way`` (inferential_best >= threshold,
+    ``n_compose_final`` (fitted, final inferential >= threshold), ``n_compose_on_way`` (best inferential >= threshold,
     fitted or not: reported beside ``n_unfit``)."""
-    r = runs.assign(
-        _unfit=~(runs.id_acc >= id_min),
-        _mem=(runs.id_acc >= id_min) & (runs.symmetric_final >= threshold),
-        _comp=(runs.id_acc >= id_min) & (runs.inferential_final >= threshold),
-        _way=runs.inferential_best >= threshold)
+    fits = runs[ID] >= id_min
+    r = runs.assign(_unfit=~fits, _mem=fits & (runs[SYM] >= threshold), _comp=fits & (runs[INF] >= threshold),
+                    _way=runs[INF_BEST] >= threshold)
     g = r.groupby(["op_set", "paper_gamma"], sort=True)
     return pd.DataFrame({"n_runs": g.size(), "n_unfit": g._unfit.sum(), "n_memorize": g._mem.sum(),
                          "n_compose_final": g._comp.sum(), "n_compose_on_way": g._way.sum()}).reset_index()
@@ -193,11 +192,11 @@ def op_set_outcomes(runs: pd.DataFrame, large: float = 0.3, small: float = 0.8,
         row = {"op_set": label, **{p: float(t[p].iloc[0]) for p in ("step_gap", "offset_over_sd", "mirror_farther")},
                "abs_offset": abs(float(t.offset.iloc[0])), "small_fit_steps": float(s.steps_to_id_fit.median()),
                "n_small": len(s), "small_compose": int((s.outcome == "composes").sum()),
-               "small_on_way": int((s.inferential_best >= 0.5).sum()),
+               "small_on_way": int((s[INF_BEST] >= 0.5).sum()),
                "small_memorize": int((s.outcome == "memorizes").sum()), "small_unfit": int((s.outcome == "unfit").sum()),
                "n_large": len(lg), "large_memorize": int((lg.outcome == "memorizes").sum()),
-               "small_inferential_cell": float(s.inferential_best.mean()),
-               "large_symmetric_cell": float(lg.symmetric_best.mean())}
+               "small_inferential_cell": float(s[INF_BEST].mean()),
+               "large_symmetric_cell": float(lg[SYM_BEST].mean())}
         row["small_composes"] = bool(len(s)) and 2 * row["small_compose"] >= len(s)
         row["small_composes_on_way"] = bool(len(s)) and 2 * row["small_on_way"] >= len(s)
         row["large_memorizes"] = bool(len(lg)) and 2 * row["large_memorize"] >= len(lg)

@@ -23,17 +23,17 @@ JOURNAL = ("journal Fig. 3B (10-layer GPT-2, 92k steps; its numbers are not in t
 
 
 def plot_gamma_wd(cells: pd.DataFrame, rows: pd.DataFrame, threshold: float = 0.5, id_min: float = 0.9) -> Figure:
-    need = ["paper_gamma", "weight_decay", "decay_exponent", "id_best", "inferential_best", "symmetric_best",
-            "phase", "n_seeds"]
+    need = ["paper_gamma", "init.gamma", "optim.weight_decay", "decay_exponent", "id_best", "inferential_best",
+            "symmetric_best", "phase", "n_seeds"]
     missing = [c for c in need if c not in cells.columns]
     if missing:
         raise ConfigError(f"gamma x wd cell table lacks column(s) {', '.join(missing)}")
-    cells = cells.assign(y=cells.paper_gamma.fillna(cells.gamma) if "gamma" in cells else cells.paper_gamma)
-    rows = rows.assign(y=rows.paper_gamma.fillna(rows.gamma) if "gamma" in rows else rows.paper_gamma)
+    cells = cells.assign(y=cells.paper_gamma.fillna(cells["init.gamma"]), wd=cells["optim.weight_decay"])
+    rows = rows.assign(y=rows.paper_gamma.fillna(rows["init.gamma"]), wd=rows["optim.weight_decay"])
     gammas = sorted(cells.y.unique())
-    wds = sorted(cells.weight_decay.unique())
-    expo = cells.groupby("weight_decay").decay_exponent.mean()
-    counts = rows.groupby(["y", "weight_decay"]).solution.agg(
+    wds = sorted(cells.wd.unique())
+    expo = cells.groupby("wd").decay_exponent.mean()
+    counts = rows.groupby(["y", "wd"]).solution.agg(
         lambda s: f"{int(s.eq('composes').sum())}c {int(s.eq('memorizes').sum())}m /{len(s)}")
     fig = Figure(figsize=(4.0 * 2 + 1.2, 1.0 * len(gammas) + 2.2))
     axes = fig.subplots(1, 2, sharey=True)
@@ -41,10 +41,10 @@ def plot_gamma_wd(cells: pd.DataFrame, rows: pd.DataFrame, threshold: float = 0.
     for ax, m in zip(axes, ("inferential", "symmetric")):
         grid = np.full((len(gammas), len(wds)), np.nan)
         for r in cells.itertuples():
-            i, j = gammas.index(r.y), wds.index(r.weight_decay)
+            i, j = gammas.index(r.y), wds.index(r.wd)
             grid[i, j] = getattr(r, f"{m}_best")
             poor = not r.id_best >= id_min
-            ax.text(j, i, f"{grid[i, j]:.2f}\nphase {r.phase}\n{counts.get((r.y, r.weight_decay), '')}",
+            ax.text(j, i, f"{grid[i, j]:.2f}\nphase {r.phase}\n{counts.get((r.y, r.wd), '')}",
                     ha="center", va="center", fontsize=7, color="black" if grid[i, j] >= 0.45 else "white")
             if poor:
                 ax.add_patch(_hatch(j, i))

@@ -1,5 +1,5 @@
 """The Fig. 2 cell at CPU scale beside the paper's values (draw only; the table is
-:func:`anchorlab.papers.eval.cells.cell_table`).
+:func:`anchorlab.papers.eval.judgement.cell_table`).
 
 :func:`plot_cell`: one panel per (clock, lr reading, op set, kind of device) at depth 2 (a clock's every-peak
 reading only where it differs from its range reading); per paper gamma, bars of the papers'

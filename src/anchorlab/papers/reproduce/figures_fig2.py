@@ -52,8 +52,7 @@ LRS = {   # the grid's peaks inside the corrected range [1.1e-4, 3.3e-4], or the
 
 def make_fig2(rows: pd.DataFrame, out: Path, scale: str, threshold: float = 0.5, id_min: float = 0.9) -> Made:
     """The run table -> the tables and files of the module docstring."""
-    from anchorlab.papers.eval.cells import cell_table, fitted_rows, judged, ordered, pair_table, seed_table
-    from anchorlab.papers.eval.lr_readings import device_kind
+    from anchorlab.papers.eval.judgement import cell_runs, cell_table, fitted_rows, ordered, pair_table, seed_table
     from anchorlab.io import atomic_write
     from anchorlab.papers.runs import in_progress_table, rows_curves
     from anchorlab.papers.reproduce.figures_fig2_map import cells_markdown, pairs_markdown
@@ -63,7 +62,7 @@ def make_fig2(rows: pd.DataFrame, out: Path, scale: str, threshold: float = 0.5,
     curves = rows_curves(rows)
     cells, seeds, pairs = cell_table(rows, threshold, id_min), seed_table(rows), pair_table(rows, threshold, id_min)
     tables = {"runs": rows, "cells": cells, "seeds": seeds, "pairs": pairs, "curves": curves}
-    done = judged(rows)
+    done = cell_runs(rows)
     fitted = None
     if len(done) and set(done.run_id) <= set(curves.run_id):
         fitted = cell_table(fitted_rows(rows, curves, id_min), threshold, id_min)
@@ -83,7 +82,7 @@ def make_fig2(rows: pd.DataFrame, out: Path, scale: str, threshold: float = 0.5,
         md = (f"Each run's best over training read only at evaluations with ID >= {id_min:g} (the papers' "
               "reading, `map.md`, counts every evaluation).\n\n" + cells_markdown(fitted[fitted.paper_gamma.notna()]))
         files["map_fitted.md"] = atomic_write(out / "map_fitted.md", lambda p: p.write_text(md))
-    files.update(_figures(cells, fitted, done.assign(devices=device_kind(done.device)), curves, out, id_min))
+    files.update(_figures(cells, fitted, done, curves, out, id_min))
     return tables, files
 
 

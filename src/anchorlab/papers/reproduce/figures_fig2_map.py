@@ -1,4 +1,4 @@
-"""The map at a glance: the Fig. 2 cell tables (:mod:`anchorlab.papers.eval.cells`) as Markdown.
+"""The map at a glance: the Fig. 2 cell tables (:mod:`anchorlab.papers.eval.judgement`) as Markdown.
 
 :func:`cells_markdown` writes the papers' cell beside the per-run rate, a table per reading of the peak lrs;
 :func:`pairs_markdown` the contrast case by case. ``anchorlab reproduce neurips-fig2`` writes both into
@@ -11,11 +11,11 @@ from typing import Any
 
 import pandas as pd
 
-from anchorlab.papers.eval.lr_readings import ALL_LRS, CELL_KEYS
+from anchorlab.papers.eval.judgement import ALL_LRS, CELL_KEYS
 
 
 def cells_markdown(cells: pd.DataFrame) -> str:
-    """:func:`anchorlab.papers.eval.cells.cell_table` -> the map at a glance, a Markdown table per reading of the lrs
+    """:func:`anchorlab.papers.eval.judgement.cell_table` -> the map at a glance, a Markdown table per reading of the lrs
     (``lrs``): per (clock, depth, op set, device, paper gamma) the papers' cell (inferential / symmetric, mean
     best ID), how it reads on both mappings (``solution``), and the per-run rate as counts of runs (final ID >=
     id_min and that mapping >= the threshold); a cell whose seeds have different numbers of lrs says so beside
@@ -37,7 +37,7 @@ def cells_markdown(cells: pd.DataFrame) -> str:
 
 
 def pairs_markdown(pairs: pd.DataFrame, threshold: float, id_min: float) -> str:
-    """:func:`anchorlab.papers.eval.cells.pair_table` as a Markdown table for the map ("" without cases)."""
+    """:func:`anchorlab.papers.eval.judgement.pair_table` as a Markdown table for the map ("" without cases)."""
     head = (f"\nCase by case: the same seed and peak lr at paper gammas 0.3 and 0.8, final metrics (OOD >= "
             f"{threshold:g}, ID >= {id_min:g}).\n\n| clock | depth | op set | device | cases | large init memorizes "
             "and small init composes | large init memorizes | small init composes |\n" + "|---" * 8 + "|\n")

@@ -94,7 +94,7 @@ register(Figure(
         Claim("the hypothesis the rule supports (eval.crossing)", "H1 gap / H2-H4 offset, clock / H3 mirror farther",
               lambda t: str(t["verdict"].verdict.iloc[0])),
         Claim("large init (paper gamma 0.3) control: mean final symmetric accuracy", "memorizes (the papers' op set)",
-              lambda t: value(t["runs"], "symmetric_final", {"paper_gamma": 0.3})),
+              lambda t: value(t["runs"], "final.ood_symmetric_acc", {"paper_gamma": 0.3})),
     ),
     notes="CPU scale: the Fig. 2 cell's setting (width 128 at the paper's std, init.ref_width 400) at 1/2x the paper's "
           "clock; paper gamma 0.8 at the three range peaks, 0.3 at 1.77e-4; seeds 0-2 (24 runs, ~20 min each on one "

@@ -29,10 +29,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 FRACTIONS = (0.0, 0.05, 0.1, 1.0)     # 1.0: the trained model (descriptive, not a predictor)
 EARLY = (0.0, 0.05, 0.1)              # as figures_predictors_fit.EARLY (kept here: --list imports no pandas)
-META = {"train.data_seed": "data_seed", "train.init_seed": "init_seed", "init.gamma": "gamma",
-        "final.id_acc": "id_acc", "final.ood_inferential_acc": "inferential_final",
-        "final.ood_symmetric_acc": "symmetric_final", "best.ood_inferential_acc": "inferential_best",
-        "best.ood_symmetric_acc": "symmetric_best"}
 
 
 def study_rows(rows: pd.DataFrame, fractions: Sequence[float] = FRACTIONS, threshold: float = 0.5,
@@ -49,16 +45,16 @@ def study_rows(rows: pd.DataFrame, fractions: Sequence[float] = FRACTIONS, thres
     from anchorlab.eval.solution import outcome
     from anchorlab.papers.reproduce.figures_predictors_fit import RUN_COLUMNS
 
-    meta = rows.rename(columns=META).sort_values("run_id").reset_index(drop=True)
-    meta["outcome"] = [outcome(i, a, b, threshold, id_min)
-                       for i, a, b in zip(meta.id_acc, meta.inferential_final, meta.symmetric_final)]
+    meta = rows.sort_values("run_id").reset_index(drop=True)
+    final = ("final.id_acc", "final.ood_inferential_acc", "final.ood_symmetric_acc")
+    meta["outcome"] = [outcome(*m, threshold, id_min) for m in zip(*(meta[c] for c in final))]
     meta = meta[RUN_COLUMNS + ["run_dir", "source"]]
     frames = []
     for src, group in meta.groupby("source", sort=False):
         from_dirs = group[group.run_dir.astype(str).str.len() > 0]
-        for r in from_dirs.itertuples(index=False):
-            feats = features_at_fractions(r.run_dir, fractions).drop(columns="run_dir", errors="ignore")
-            frames.append(feats.assign(**{c: getattr(r, c) for c in RUN_COLUMNS}))
+        for r in from_dirs.to_dict("records"):
+            feats = features_at_fractions(r["run_dir"], fractions).drop(columns="run_dir", errors="ignore")
+            frames.append(feats.assign(**{c: r[c] for c in RUN_COLUMNS}))
         committed = group[~group.run_id.isin(from_dirs.run_id)]
         if len(committed):
             old = pd.read_csv(src)

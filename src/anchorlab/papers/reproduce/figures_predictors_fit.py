@@ -1,9 +1,9 @@
 """The early-predictor study's statistics: AUC per feature and time, a cross-validated logistic verdict, and
 the verdict model fitted on the study's runs (docs/predictors.md, "The CPU study").
 
-Input: one row per (run, fraction of training) with :data:`RUN_COLUMNS`, ``at_fraction``, ``step`` and the
-features (:func:`anchorlab.papers.reproduce.figures_predictors.study_rows`); ``outcome`` is each run's solution by
-final metrics (:func:`anchorlab.eval.solution.outcome`).
+Input: one row per (run, fraction of training) with :data:`RUN_COLUMNS` (the run table's names and ``outcome``),
+``at_fraction``, ``step`` and the features (:func:`anchorlab.papers.reproduce.figures_predictors.study_rows`);
+``outcome`` is each run's solution by final metrics (:func:`anchorlab.eval.solution.outcome`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import pandas as pd
 from anchorlab.papers.analysis.verdict import SEEDS, VerdictModel, flat_identity
 
 EARLY = (0.0, 0.05, 0.1)              # the fractions of training the verdicts read (before the outcome is seen)
-RUN_COLUMNS = ["run_id", "data_seed", "init_seed", "gamma", "id_acc", "inferential_final", "symmetric_final",
-               "inferential_best", "symmetric_best", "outcome"]
+RUN_COLUMNS = ["run_id", "train.data_seed", "train.init_seed", "init.gamma", "final.id_acc",
+               "final.ood_inferential_acc", "final.ood_symmetric_acc", "best.ood_inferential_acc",
+               "best.ood_symmetric_acc", "outcome"]
 VERDICT_COLUMNS = ["at_fraction", "model", "validation", "auc", "accuracy", "n_runs", "n_composes"]
 
 
@@ -153,4 +154,4 @@ def fit_verdict(rows: pd.DataFrame, at_fraction: float, k: int | str | None = 3,
 
 def with_design(rows: pd.DataFrame) -> pd.DataFrame:
     """Add ``design``: ``init_varied`` (data seed 0) or ``data_varied`` (init seed 0, data seed > 0)."""
-    return rows.assign(design=np.where(rows.data_seed == 0, "init_varied", "data_varied"))
+    return rows.assign(design=np.where(rows["train.data_seed"] == 0, "init_varied", "data_varied"))

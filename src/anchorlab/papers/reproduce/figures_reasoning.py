@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 PRONTOQA_THRESHOLD = 0.99   # train label accuracy that counts as converged (the sweeps' stop rule)
+N_TRAIN = "task.n_train"    # the training-set size the PrOntoQA figures are drawn against
 
 
 # --------------------------------------------------------------------------- Fig. 7C
@@ -131,7 +132,8 @@ register(Figure(
 # --------------------------------------------------------------------------- Fig. 7E
 def make_prontoqa(sweep_dir: Path, out: Path, scale: str) -> Made:
     """Convergence (epochs to train accuracy >= the threshold), generalization error and test accuracy per
-    hop count, per run; the figure draws them against the training-set size."""
+    hop count, per run, beside the run table's ``task.n_train``, ``init.gamma``, ``optim.weight_decay`` and
+    ``train.init_seed``; the figure draws them against the training-set size."""
     from anchorlab.analysis.reasoning import convergence_table
     from anchorlab.plots.save import save_figure
     from anchorlab.plots.reasoning import plot_prontoqa
@@ -140,21 +142,19 @@ def make_prontoqa(sweep_dir: Path, out: Path, scale: str) -> Made:
     conv = convergence_table(rows, history_table([sweep_dir]), "train_acc", PRONTOQA_THRESHOLD)
     if conv.empty:
         return {"runs": conv}, {}
-    conv = conv.rename(columns={"task.n_train": "n_train", "init.gamma": "gamma", "optim.weight_decay":
-                                "weight_decay", "train.init_seed": "seed"})
-    conv.insert(0, "setting", setting_names(conv.gamma, conv.weight_decay))
+    conv.insert(0, "setting", setting_names(conv["init.gamma"], conv["optim.weight_decay"]))
     conv["cap_epoch"] = rows["train.epochs"].to_numpy()
     hop_cols = sorted(c for c in conv.columns if c.startswith("test_acc/hop"))
-    hops = conv.melt(id_vars=["setting", "n_train", "seed"], value_vars=hop_cols, var_name="hop",
+    hops = conv.melt(id_vars=["setting", N_TRAIN, "train.init_seed"], value_vars=hop_cols, var_name="hop",
                      value_name="accuracy")
     hops["hop"] = hops.hop.str.extract(r"hop(\d+)_at", expand=False).astype(int)
-    fig = plot_prontoqa(conv, hops)
+    fig = plot_prontoqa(conv, hops, size_col=N_TRAIN)
     return {"runs": conv, "hops": hops}, {"fig7e.png": save_figure(fig, out / "fig7e")[0]}
 
 
 def _per_size(t: pd.DataFrame, col: str, fill_cap: bool = False) -> pd.DataFrame:
     v = t[col].fillna(t.cap_epoch) if fill_cap else t[col]
-    return t.assign(v=v).groupby(["n_train", "setting"]).v.mean().unstack()
+    return t.assign(v=v).groupby([N_TRAIN, "setting"]).v.mean().unstack()
 
 
 def _frac_sizes(t: pd.DataFrame, col: str, fill_cap: bool = False) -> float:

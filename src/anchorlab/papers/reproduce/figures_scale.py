@@ -49,9 +49,9 @@ RULE = ("per run: small init composes = final inferential >= 0.5 with ID >= 0.9,
         "Wilson 95% interval, the papers' cell beside it; width (64 -> 256) and data (100k -> 900k at width 128): a "
         "rate moves when its change exceeds the larger half-width of the two rungs; sharpens = both rates rise by "
         "more, flat = neither moves, else mixed; pending until both rungs have seeds 0-1 of every op set")
-RUN_COLUMNS = ["op_set", "width", "n_train", "rung", "paper_gamma", "peak_lr", "seed", "id_acc", "inferential_final",
-               "symmetric_final", "inferential_best", "symmetric_best", "steps_to_id_fit", "outcome", "wall_seconds",
-               "precision", "device", "run_id"]
+RUN_COLUMNS = ["op_set", "width", "n_train", "rung", "paper_gamma", "peak_lr", "seed", "final.id_acc",
+               "final.ood_inferential_acc", "final.ood_symmetric_acc", "best.ood_inferential_acc",
+               "best.ood_symmetric_acc", "steps_to_id_fit", "outcome", "wall_seconds", "precision", "device", "run_id"]
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -96,12 +96,16 @@ def _rates(t: pd.DataFrame) -> dict[str, float]:
     s_lo, s_hi = wilson(ks, len(small))
     l_lo, l_hi = wilson(kl, len(large))
     return {"n_small": len(small), "small_composes": ks, "compose_rate": ks / len(small) if len(small) else math.nan,
-            "compose_lo": s_lo, "compose_hi": s_hi, "small_unfit": int((small.id_acc < ID_MIN).sum()),
+            "compose_lo": s_lo, "compose_hi": s_hi, "small_unfit": int((small["final.id_acc"] < ID_MIN).sum()),
             "n_large": len(large), "large_memorizes": kl,
             "memorize_rate": kl / len(large) if len(large) else math.nan, "memorize_lo": l_lo, "memorize_hi": l_hi,
-            "large_unfit": int((large.id_acc < ID_MIN).sum()),
-            "papers_cell_small_inferential": float(small.inferential_best.mean()) if len(small) else math.nan,
-            "papers_cell_large_symmetric": float(large.symmetric_best.mean()) if len(large) else math.nan}
+            "large_unfit": int((large["final.id_acc"] < ID_MIN).sum()),
+            "papers_cell_small_inferential": _mean(small, "best.ood_inferential_acc"),
+            "papers_cell_large_symmetric": _mean(large, "best.ood_symmetric_acc")}
+
+
+def _mean(t: pd.DataFrame, col: str) -> float:
+    return float(t[col].mean()) if len(t) else math.nan
 
 
 def _ready(t: pd.DataFrame, op_sets: list[str]) -> bool:

@@ -6,9 +6,9 @@ journal's by the decay exponent ``wd x sum of lr`` (AdamW shrinks a weight by ab
 Both figures read one run table (``out/sweep`` and any ``--from-table`` CSVs, e.g. the committed
 ``docs/figures/gamma_wd_cpu.csv``) and write::
 
-    runs.csv            one row per run: the run table's columns under the grid's names, the decay exponent,
-                        the journal's phase, the solution, and the condensation of the first layer's W_Q and
-                        FFN W_in rows (and W_Q's stable rank) at the end, read from the run's weights
+    runs.csv            one row per run: the run table's columns, the decay exponent, the journal's phase, the
+                        solution, and the condensation of the first layer's W_Q and FFN W_in rows (and W_Q's
+                        stable rank) at the end, read from the run's weights
     cells.csv           per (paper gamma, weight decay): the papers' cell beside the per-run rates (Fig. 3B)
     rescue.csv          per (gamma, draw): the solution at each weight decay; rescued or not
     gamma_wd.png        the phase diagram; condensation.png: the W_Q(1) cosine matrices of one seed (Fig. 10)
@@ -73,7 +73,7 @@ def condensation_row(run_dir: str | Path) -> dict[str, float]:
 def with_run_values(rows: pd.DataFrame) -> pd.DataFrame:
     """A run table with ``lr_sum`` (from each run's config, :func:`anchorlab.sweep.runtable.row_config`),
     ``decay_exponent`` and the ``cond/*`` scores (from the run's weights where its directory is at hand);
-    a committed row of an older schema keeps its committed values."""
+    a committed row without a whole config keeps its committed values."""
     import pandas as pd
 
     from anchorlab.config import ConfigError
@@ -86,7 +86,7 @@ def with_run_values(rows: pd.DataFrame) -> pd.DataFrame:
         got: dict[str, float] = {}
         try:
             cfg = row_config(r.to_dict())
-        except ConfigError:   # a committed row of an older schema keeps its committed lr_sum
+        except ConfigError:   # a committed row without a whole config keeps its committed lr_sum
             cfg = None
         if cfg is not None:
             key = repr((cfg.optim, cfg.train.epochs, cfg.train.batch_size, cfg.train.max_steps, cfg.task.n_train))
@@ -115,11 +115,12 @@ def condensation_matrices(view: pd.DataFrame, seed: int | None = None) -> dict[t
 
     seed = int(view.seed.min()) if seed is None else seed
     mats: dict[tuple, np.ndarray] = {}
-    for r in view[view.seed == seed].itertuples():
-        if isinstance(r.run_dir, str) and r.run_dir and (Path(r.run_dir) / "config.yaml").exists():
-            C = cosine_matrix(_weight(load_run(r.run_dir).model, COND["wq0"]))
+    one = view[view.seed == seed]
+    for run_dir, gamma, wd in zip(one.run_dir, one.paper_gamma, one["optim.weight_decay"]):
+        if isinstance(run_dir, str) and run_dir and (Path(run_dir) / "config.yaml").exists():
+            C = cosine_matrix(_weight(load_run(run_dir).model, COND["wq0"]))
             o = condensation_order(C)
-            mats.setdefault((r.paper_gamma, r.weight_decay), C[o][:, o].numpy())
+            mats.setdefault((gamma, wd), C[o][:, o].numpy())
     return mats
 
 
@@ -148,8 +149,8 @@ def make_wd(rows: pd.DataFrame, out: Path, scale: str, threshold: float = 0.5, i
 # ------------------------------------------------------------------ claims
 def _corner(t: pd.DataFrame, init: str, wd: str) -> pd.Series:
     """The cell of the smallest (``init="small"``: largest gamma) or largest init and the largest or smallest decay."""
-    g = t.paper_gamma.fillna(t.gamma)
-    w = t.weight_decay
+    g = t.paper_gamma.fillna(t["init.gamma"])
+    w = t["optim.weight_decay"]
     return (g == (g.max() if init == "small" else g.min())) & (w == (w.max() if wd == "max" else w.min()))
 
 
@@ -186,7 +187,7 @@ GRID_CLAIMS = (
     Claim("inferential papers' cell, largest init + smallest wd", "low",
           lambda t: value(t["cells"], "inferential_best", lambda c: _corner(c, "large", "min"))),
     Claim("Fig. 10: condensation grows with the init rate (Spearman of gamma vs mean |cos| of W_Q(1) rows, per run)",
-          "positive", lambda t: _spearman(t["runs"], "gamma", "cond/wq0_mean_abs_cos")),
+          "positive", lambda t: _spearman(t["runs"], "init.gamma", "cond/wq0_mean_abs_cos")),
     Claim("Fig. 5C: W_Q(1)'s stable rank falls as the phase index rises (Spearman over cells)", "negative",
           lambda t: _spearman(t["cells"], "phase", "cond/wq0_stable_rank")),
     Claim("a large decay rescues a draw that memorizes at the smallest decay (final metrics)",

@@ -3,9 +3,9 @@ memorizes, picked from the figure's sweep by one stated rule (:func:`pick_runs`)
 
 The candidates (:func:`candidate_table`) are the completed runs of the spec a sweep directory was last run
 with (``sweep.yaml``), so a directory that also holds Fig. 2's runs gives this figure's runs only; where
-they span several depths, the depth-2 runs (the papers' mechanism model). One row per run, with the
-final metrics the rule reads (``id_acc``, ``ood_inferential_acc``, ``ood_symmetric_acc``; the vocabulary of
-:mod:`anchorlab.papers.eval.judgement`).
+they span several depths, the depth-2 runs (the papers' mechanism model). One row per run, under the run
+table's names: ``init.gamma``, ``model.n_layers`` and the final metrics the rule reads (``final.id_acc``,
+``final.ood_inferential_acc``, ``final.ood_symmetric_acc``; the vocabulary of :mod:`anchorlab.papers.eval.judgement`).
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ SIDES = ("small_init", "large_init")
 SIDE_MAPPING = {"small_init": "inferential", "large_init": "symmetric"}
 SIDE_VERB = {"small_init": "composes", "large_init": "memorizes"}
 # the final metrics the rule reads: eval.judgement.MAPPINGS' columns (id, inferential, symmetric; a test checks)
-FINAL_METRICS = ("id_acc", "ood_inferential_acc", "ood_symmetric_acc")
+FINAL_METRICS = ("final.id_acc", "final.ood_inferential_acc", "final.ood_symmetric_acc")
 MAPPINGS = dict(zip(("id", "inferential", "symmetric"), FINAL_METRICS))
-CANDIDATE_COLUMNS = ["run_id", "run_dir", "seed", "gamma", "peak_lr", "n_layers", *FINAL_METRICS]
-PICK_COLUMNS = ["side", "seed", "picked", "run_id", "peak_lr", "gamma", *FINAL_METRICS, "eligible",
+GAMMA = "init.gamma"
+CANDIDATE_COLUMNS = ["run_id", "run_dir", "seed", GAMMA, "peak_lr", "model.n_layers", *FINAL_METRICS]
+PICK_COLUMNS = ["side", "seed", "picked", "run_id", "peak_lr", GAMMA, *FINAL_METRICS, "eligible",
                 "candidates", "note"]
 
 
@@ -91,21 +92,22 @@ def candidate_table(sweep_dir: str | Path) -> pd.DataFrame:
     if t.empty:
         return pd.DataFrame(columns=CANDIDATE_COLUMNS)
     out = pd.DataFrame({"run_id": t.run_id, "run_dir": t.run_dir, "seed": t.seed.astype(int),
-                        "gamma": t["init.gamma"].astype(float), "peak_lr": t.peak_lr.astype(float),
-                        "n_layers": t["model.n_layers"].astype(int),
-                        **{m: pd.to_numeric(t.get(f"final.{m}", math.nan)) for m in MAPPINGS.values()}},
+                        GAMMA: t[GAMMA].astype(float), "peak_lr": t.peak_lr.astype(float),
+                        "model.n_layers": t["model.n_layers"].astype(int),
+                        **{m: pd.to_numeric(t.get(m, math.nan)) for m in MAPPINGS.values()}},
                        columns=CANDIDATE_COLUMNS)
-    if out.n_layers.nunique() > 1:
-        out = out[out.n_layers == 2]
+    depth = out["model.n_layers"]
+    if depth.nunique() > 1:
+        out = out[depth == 2]
     return out.reset_index(drop=True)
 
 
 def pick_runs(candidates: pd.DataFrame, rule: PickRule = DEFAULT_RULE) -> pd.DataFrame:
     """THE rule that picks the runs the mechanism figures analyze (:meth:`PickRule.describe` says it in words).
 
-    ``candidates``: one row per run with ``run_id``, ``seed``, ``gamma``, ``peak_lr`` and the final
-    ``id_acc``, ``ood_inferential_acc``, ``ood_symmetric_acc``. The small-init side is the runs at the largest
-    ``gamma``, the large-init side those at the smallest. For every side and every seed either side has runs
+    ``candidates``: one row per run with ``run_id``, ``seed``, ``init.gamma``, ``peak_lr`` and the final
+    ``final.id_acc``, ``final.ood_inferential_acc``, ``final.ood_symmetric_acc``. The small-init side is the runs at
+    the largest gamma, the large-init side those at the smallest. For every side and every seed either side has runs
     at, one row: ``picked`` True with the chosen run's id, lr and metrics, or ``picked`` False and no run when
     none of that seed's runs on the side composes (small init) / memorizes (large init); ``eligible``: how
     many of its runs passed the bar, ``candidates``: how many it had, ``note``: the pick or why there is none.
@@ -114,25 +116,26 @@ def pick_runs(candidates: pd.DataFrame, rule: PickRule = DEFAULT_RULE) -> pd.Dat
 
     from anchorlab.papers.eval.judgement import per_run_passes
 
-    missing = [c for c in ("run_id", "seed", "gamma", "peak_lr", *MAPPINGS.values()) if c not in candidates]
+    missing = [c for c in ("run_id", "seed", GAMMA, "peak_lr", *MAPPINGS.values()) if c not in candidates]
     if missing:
         raise ConfigError(f"pick_runs: candidates lack column(s) {', '.join(missing)}")
     if candidates.empty:
         return pd.DataFrame(columns=PICK_COLUMNS)
-    if candidates.gamma.nunique() < 2:
+    gamma = candidates[GAMMA]
+    if gamma.nunique() < 2:
         raise ConfigError(f"pick_runs: needs runs at two init rates (init.gamma) at least, got "
-                          f"{sorted(candidates.gamma.unique())}")
-    gammas = {"small_init": candidates.gamma.max(), "large_init": candidates.gamma.min()}
+                          f"{sorted(gamma.unique())}")
+    gammas = {"small_init": gamma.max(), "large_init": gamma.min()}
     rows = []
     for side in SIDES:
         mapping = SIDE_MAPPING[side]
         bar = rule.compose_min if side == "small_init" else rule.memorize_min
-        on_side = candidates[candidates.gamma == gammas[side]]
+        on_side = candidates[gamma == gammas[side]]
         for seed in sorted(candidates.seed.unique()):
             runs = on_side[on_side.seed == seed]
             ok = runs[per_run_passes(runs, mapping, bar, rule.id_min)]
             row = {"side": side, "seed": int(seed), "picked": False, "run_id": None, "peak_lr": math.nan,
-                   "gamma": float(gammas[side]), **dict.fromkeys(MAPPINGS.values(), math.nan),
+                   GAMMA: float(gammas[side]), **dict.fromkeys(MAPPINGS.values(), math.nan),
                    "eligible": len(ok), "candidates": len(runs)}
             if ok.empty:
                 best = runs[MAPPINGS[mapping]].max() if len(runs) else math.nan
