@@ -62,9 +62,16 @@ def test_clean_mechanism_measures_and_judges_two_tiny_runs(tmp_path, tiny_overri
         assert col in runs and runs[col].notna().all(), col
     assert ((runs["top2_share"] > 0) & (runs["top2_share"] <= 1)).all()
     j = judged(runs)
-    assert set(j.comparison) == {"cleanest", "matched"} and (j.composes_n == 1).all() and (j.memorizes_n == 1).all()
+    assert set(j.comparison) == {"cleanest", "matched"} and (j.a_n == 1).all() and (j.b_n == 1).all()
     one = j[(j.comparison == "cleanest") & (j.measure == "L1 last->key")].iloc[0]
-    assert one.reading == ("as the paper, apart" if one.composes_mean < one.memorizes_mean else "the other way")
+    assert one.reading == ("as the paper, apart" if one.a_mean < one.b_mean else "the other way")
+    from anchorlab.papers.clean_mechanism import init_contrast, judge
+
+    emb, spec = init_contrast(retrained[retrained.same_solution].assign(
+        side=["small_init", "large_init", "large_init"], seed=[0, 0, 1]), top_k=4)
+    assert len(emb) == 3 and len(spec) == 12 and emb.top2_share.between(0, 1).all()
+    ji = judge(emb[emb.side == "small_init"], emb[emb.side == "large_init"], "init", ("C7",), "small_init", "large_init")
+    assert set(ji.claim) == {"C7"} and (ji.b_n == 2).all()
     sp = spectra(retrained, top_k=5)
     assert len(sp) == 15 and (sp.groupby("run_id").share.sum() <= 1 + 1e-9).all()
     assert (sp.groupby("run_id").share.apply(lambda s: s.is_monotonic_decreasing)).all()
@@ -84,3 +91,5 @@ def test_claim_status_follows_the_legend():
                            ("matched", apart)]), "C4") == "not reproduced"
     with pytest.raises(ValueError, match="C5"):
         claim_status(j([("cleanest", apart)]), "C5")
+    init = pd.DataFrame([{"comparison": "init", "claim": "C4", "kind": ">", "reading": apart}])
+    assert claim_status(init, "C4", ("init",)) == "reproduced"

@@ -28,6 +28,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     import pandas as pd
+    import torch
 
 # the bars that the paper's words set for C5's levels, fixed before the clean picks were measured:
 # "nearly parallel" = mean raw cosine of equal-target X_ao(2) vectors >= 0.9; "always low" = mean |cosine| <= 0.3
@@ -87,8 +88,6 @@ def _example(run: Any, residual: float) -> dict[str, float]:
 def measures(run_dir: str | Path, n_inputs: int = 2000, n_draws: int = 4, residual: float = 0.5,
              seed: int = 0) -> dict[str, float]:
     """Every measure of :data:`MEASURES` for one trained run (see the module docstring)."""
-    from anchorlab.analysis.embedding import (DEFAULT_TOKENS, covariance_participation_ratio, ordinal_rank_correlation,
-                                              step_directions, top_variance_fraction)
     from anchorlab.analysis.mechanism.flow import FlowScoresOptions, compute_flow_scores
     from anchorlab.analysis.mechanism.masks import MaskAnchor2Options, anchor2_masked_cosines
     from anchorlab.analysis.mechanism.representations import CosAo2Options, CosV2Options, compute_cos_ao2, compute_cos_v2
@@ -107,11 +106,7 @@ def measures(run_dir: str | Path, n_inputs: int = 2000, n_draws: int = 4, residu
     row.update({f"ao2 {k}": v for k, v in ao.items()})
     row.update({f"v2 {k}": v for k, v in v2.items()})
     row["masked contrast"] = contrast_of(anchor2_masked_cosines(run, MaskAnchor2Options(n_draws=n_draws, seed=seed)))
-    E = run.model.embed.weight
-    row["top2_share"] = top_variance_fraction(E, DEFAULT_TOKENS, 2)
-    row["participation"] = covariance_participation_ratio(E, DEFAULT_TOKENS)
-    row.update(step_directions(E, DEFAULT_TOKENS))
-    row["ordinal_spearman"] = ordinal_rank_correlation(E, DEFAULT_TOKENS)
+    row.update(embedding_measures(run.model.embed.weight))
     return row
 
 
@@ -145,49 +140,98 @@ def spectra(retrained: "pd.DataFrame", top_k: int = 10) -> "pd.DataFrame":
                          for r in ok.to_dict("records") for i, v in enumerate(spectrum(r["run_dir"], top_k))])
 
 
-def _read(comp: "pd.Series", mem: "pd.Series", kind: str) -> str:
-    if not kind or comp.empty or mem.empty:
+def _read(a: "pd.Series", b: "pd.Series", kind: str) -> str:
+    """How a measure reads against the paper: ``a`` is the side the paper puts above (the composing runs, or the
+    small init), ``b`` the other; levels bind ``a`` (``parallel``) or ``b`` (``low``)."""
+    if not kind or a.empty or b.empty:
         return "(shown, not judged)"
     if kind == "parallel":
-        return "as the paper" if (comp >= LEVELS["parallel"]).all() else "not as the paper"
+        return "as the paper" if (a >= LEVELS["parallel"]).all() else "not as the paper"
     if kind == "low":
-        return "as the paper" if (mem <= LEVELS["low"]).all() else "not as the paper"
-    up = comp.mean() > mem.mean() if kind == ">" else comp.mean() < mem.mean()
-    apart = comp.min() > mem.max() if kind == ">" else comp.max() < mem.min()
+        return "as the paper" if (b <= LEVELS["low"]).all() else "not as the paper"
+    up = a.mean() > b.mean() if kind == ">" else a.mean() < b.mean()
+    apart = a.min() > b.max() if kind == ">" else a.max() < b.min()
     return ("as the paper, apart" if apart else "as the paper, overlapping") if up else "the other way"
 
 
-def judged(runs: "pd.DataFrame") -> "pd.DataFrame":
-    """One row per (comparison, measure): claim, measure, label, kind, each side's n / mean / min / max, and
-    the reading (:func:`_read`)."""
+def judge(a: "pd.DataFrame", b: "pd.DataFrame", comparison: str, claims: tuple[str, ...] = ("C4", "C5", "C7"),
+          a_name: str = "composes", b_name: str = "memorizes") -> "pd.DataFrame":
+    """One row per measure of :data:`MEASURES` (of ``claims``) present in both frames: comparison, claim,
+    measure, label, kind, the sides' names (``a``, ``b``), each side's n / mean / min / max (``a_*``, ``b_*``)
+    and the reading (:func:`_read`)."""
     import pandas as pd
 
     rows = []
-    for name, (cset, mset) in COMPARISONS.items():
-        comp = runs[(runs.side == "composes") & (runs.set == cset)]
-        mem = runs[(runs.side == "memorizes") & (runs.set == mset)]
-        for claim, col, label, kind in MEASURES:
-            c, m = comp[col].astype(float), mem[col].astype(float)
-            rows.append({"comparison": name, "claim": claim, "measure": col, "label": label, "kind": kind,
-                         "composes_n": len(c), "composes_mean": c.mean(), "composes_min": c.min(),
-                         "composes_max": c.max(), "memorizes_n": len(m), "memorizes_mean": m.mean(),
-                         "memorizes_min": m.min(), "memorizes_max": m.max(), "reading": _read(c, m, kind)})
+    for claim, col, label, kind in MEASURES:
+        if claim not in claims or col not in a or col not in b:
+            continue
+        x, y = a[col].astype(float), b[col].astype(float)
+        rows.append({"comparison": comparison, "claim": claim, "measure": col, "label": label, "kind": kind,
+                     "a": a_name, "b": b_name, "a_n": len(x), "a_mean": x.mean(), "a_min": x.min(), "a_max": x.max(),
+                     "b_n": len(y), "b_mean": y.mean(), "b_min": y.min(), "b_max": y.max(),
+                     "reading": _read(x, y, kind)})
     return pd.DataFrame(rows)
+
+
+def judged(runs: "pd.DataFrame") -> "pd.DataFrame":
+    """:func:`judge` for the clean picks' two comparisons (:data:`COMPARISONS`): the composing picks against
+    the cleanest memorizing picks, and against the memorizing runs of their own sweep and gamma."""
+    import pandas as pd
+
+    parts = []
+    for name, (cset, mset) in COMPARISONS.items():
+        parts.append(judge(runs[(runs.side == "composes") & (runs.set == cset)],
+                           runs[(runs.side == "memorizes") & (runs.set == mset)], name))
+    return pd.concat(parts, ignore_index=True)
+
+
+def embedding_measures(E: "torch.Tensor") -> dict[str, float]:
+    """C7's measures of one embedding matrix (vocab, d_model) over the key tokens 40..79."""
+    from anchorlab.analysis.embedding import (DEFAULT_TOKENS, covariance_participation_ratio, ordinal_rank_correlation,
+                                              step_directions, top_variance_fraction)
+
+    return {"top2_share": top_variance_fraction(E, DEFAULT_TOKENS, 2),
+            "participation": covariance_participation_ratio(E, DEFAULT_TOKENS),
+            **step_directions(E, DEFAULT_TOKENS), "ordinal_spearman": ordinal_rank_correlation(E, DEFAULT_TOKENS)}
+
+
+def init_contrast(runs: "pd.DataFrame", top_k: int = 10, n_draws: int = 4, seed: int = 0) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+    """The init contrast as the papers draw it, every seed on its own: C7 (NeurIPS Fig. 7, journal Fig. 5B) and
+    the journal's Fig. 4D (the second anchor masked: ``masked contrast``). From rows with ``run_id``, ``side``
+    (``small_init`` / ``large_init``), ``seed`` and ``run_dir``: (per-run measures, long spectra table side /
+    run_id / index / share)."""
+    import pandas as pd
+
+    from anchorlab.analysis.mechanism.masks import MaskAnchor2Options, anchor2_masked_cosines
+    from anchorlab.analysis.similarity import contrast_of
+    from anchorlab.train import load_run
+
+    rows, spec = [], []
+    for r in runs.to_dict("records"):
+        run = load_run(r["run_dir"])
+        masked = contrast_of(anchor2_masked_cosines(run, MaskAnchor2Options(n_draws=n_draws, seed=seed)))
+        rows.append({"side": r["side"], "seed": r["seed"], "run_id": r["run_id"], "masked contrast": masked,
+                     **embedding_measures(run.model.embed.weight)})
+        spec += [{"side": r["side"], "set": "init", "run_id": r["run_id"], "index": i + 1, "share": v}
+                 for i, v in enumerate(spectrum(r["run_dir"], top_k))]
+    return pd.DataFrame(rows), pd.DataFrame(spec)
 
 
 AGAINST = ("the other way", "not as the paper")
 
 
-def claim_status(judgement: "pd.DataFrame", claim: str) -> str:
-    """A claim's status by the results' legend, from :func:`judged`: ``reproduced`` when every judged measure of
-    the claim reads as the paper (a direction with the sides apart, a level met) in both comparisons; ``not
-    reproduced`` when most of them go against the paper in the cleanest comparison; ``partly`` otherwise."""
-    j = judgement[(judgement.claim == claim) & (judgement.kind.fillna("") != "")]
+def claim_status(judgement: "pd.DataFrame", claim: str, comparisons: tuple[str, ...] = tuple(COMPARISONS)) -> str:
+    """A claim's status by the results' legend, from :func:`judge` rows: ``reproduced`` when every judged measure
+    of the claim reads as the paper (a direction with the sides apart, a level met) in every one of
+    ``comparisons``; ``not reproduced`` when most of them go against the paper in the first comparison;
+    ``partly`` otherwise."""
+    j = judgement[(judgement.claim == claim) & (judgement.kind.fillna("") != "")
+                  & judgement.comparison.isin(list(comparisons))]
     if j.empty:
-        raise ValueError(f"claim: no judged measure of {claim!r}")
+        raise ValueError(f"claim: no judged measure of {claim!r} in {', '.join(comparisons)}")
     if j.reading.isin(["as the paper, apart", "as the paper"]).all():
         return "reproduced"
-    first = j[j.comparison == "cleanest"]
+    first = j[j.comparison == comparisons[0]]
     return "not reproduced" if 2 * first.reading.isin(AGAINST).sum() > len(first) else "partly"
 
 
@@ -202,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", required=True, type=Path, help="the clean picks' folder (retrained.csv)")
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--stem", default="clean_mechanism_cpu")
+    ap.add_argument("--init-table", type=Path, help="C7's init contrast: a table with run_id, arm (small_init / "
+                    "large_init), seed and op_set (the demo's rate table), its runs under --init-runs/runs/<run_id>")
+    ap.add_argument("--init-runs", type=Path)
+    ap.add_argument("--op-set", default="{1:+5,2:+1,3:-2,4:-8}", help="the init table's rows on these steps only")
     a = ap.parse_args(argv)
     retrained = pd.read_csv(a.runs / "retrained.csv")
     a.out.mkdir(parents=True, exist_ok=True)
@@ -210,8 +258,18 @@ def main(argv: list[str] | None = None) -> int:
     picks.to_csv(a.out / f"{a.stem}_picks.csv", index=False)
     runs = per_run(retrained)
     runs.to_csv(a.out / f"{a.stem}_runs.csv", index=False)
-    judged(runs).to_csv(a.out / f"{a.stem}_judged.csv", index=False)
-    spectra(retrained).to_csv(a.out / f"{a.stem}_spectra.csv", index=False)
+    judgement, spec = [judged(runs)], [spectra(retrained)]
+    if a.init_table is not None:
+        t = pd.read_csv(a.init_table)
+        t = t[t.op_set == a.op_set].rename(columns={"arm": "side"})
+        t = t.assign(run_dir=[str(a.init_runs / "runs" / r) for r in t.run_id])
+        emb, sp = init_contrast(t)
+        emb.to_csv(a.out / f"{a.stem}_init.csv", index=False)
+        judgement.append(judge(emb[emb.side == "small_init"], emb[emb.side == "large_init"], "init", ("C5", "C7"),
+                               "small_init", "large_init"))
+        spec.append(sp)
+    pd.concat(judgement, ignore_index=True).to_csv(a.out / f"{a.stem}_judged.csv", index=False)
+    pd.concat(spec, ignore_index=True).to_csv(a.out / f"{a.stem}_spectra.csv", index=False)
     return 0
 
 
