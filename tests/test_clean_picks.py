@@ -75,6 +75,10 @@ def test_clean_mechanism_measures_and_judges_two_tiny_runs(tmp_path, tiny_overri
     sp = spectra(retrained, top_k=5)
     assert len(sp) == 15 and (sp.groupby("run_id").share.sum() <= 1 + 1e-9).all()
     assert (sp.groupby("run_id").share.apply(lambda s: s.is_monotonic_decreasing)).all()
+    from anchorlab.papers.plots.spectrum import plot_spectra
+
+    fig = plot_spectra(pd.concat([sp, spec]))          # one panel per comparison: init, and the clean picks
+    assert len(fig.axes) == 2 and all(len(ax.lines) >= 3 for ax in fig.axes)
 
 
 def test_claim_status_follows_the_legend():

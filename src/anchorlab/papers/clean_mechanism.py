@@ -269,7 +269,11 @@ def main(argv: list[str] | None = None) -> int:
                                "small_init", "large_init"))
         spec.append(sp)
     pd.concat(judgement, ignore_index=True).to_csv(a.out / f"{a.stem}_judged.csv", index=False)
-    pd.concat(spec, ignore_index=True).to_csv(a.out / f"{a.stem}_spectra.csv", index=False)
+    spec = pd.concat(spec, ignore_index=True)
+    spec.to_csv(a.out / f"{a.stem}_spectra.csv", index=False)
+    from anchorlab.papers.plots.spectrum import plot_spectra
+
+    plot_spectra(spec).savefig(a.out / f"{a.stem}_spectra.png", dpi=110)
     return 0
 
 
