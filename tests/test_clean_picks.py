@@ -97,3 +97,14 @@ def test_claim_status_follows_the_legend():
         claim_status(j([("cleanest", apart)]), "C5")
     init = pd.DataFrame([{"comparison": "init", "claim": "C4", "kind": ">", "reading": apart}])
     assert claim_status(init, "C4", ("init",)) == "reproduced"
+
+
+def test_the_demo_rate_sweep_is_the_committed_demo_runs():
+    """C7's init contrast reads the demo's runs: the preset expands to exactly the committed rows' run ids."""
+    from pathlib import Path
+
+    from anchorlab.sweep.grid import expand
+
+    rows = pd.read_csv(Path(__file__).resolve().parents[1] / "docs" / "figures" / "demo_rate_cpu.csv")
+    rows = rows[rows.op_set == "{1:+5,2:+1,3:-2,4:-8}"]
+    assert {r.run_id for r in expand("demo_rate_cpu")} == set(rows.run_id) and len(rows) == 20

@@ -25,6 +25,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import docs_claims as cl  # noqa: E402
+import docs_clean as dc  # noqa: E402
 import docs_fig2 as f2  # noqa: E402
 import docs_status as st  # noqa: E402
 from docs_common import ROOT  # noqa: E402
@@ -62,6 +63,17 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "c3-journal-depth": cl.c3_journal_depth,
     "mech-outcome": cl.mech_outcome,
     "mech-picks": cl.mech_picks,
+    "clean-picks": dc.picks,
+    "clean-scale": dc.scale,
+    "mech-cell-scale": dc.cell_scale,
+    "c4-clean": lambda: dc.claim_table("C4"),
+    "c4-clean-main": lambda: dc.claim_table("C4", main=True),
+    "c5-clean": lambda: dc.claim_table("C5"),
+    "c5-clean-main": lambda: dc.claim_table("C5", main=True),
+    "c5-init": lambda: dc.init_table("C5"),
+    "c7-clean": lambda: dc.claim_table("C7"),
+    "c7-init": lambda: dc.init_table("C7"),
+    "c7-spectrum": dc.spectrum,
     **{f"{c.lower()}-seeds": (lambda c=c: cl.seeded_table(c)) for c in cl.SEEDED},
     "c4-flow": cl.c4_flow,
     "c5-parallel": cl.c5_parallel,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import docs_claims as cl
+import docs_clean as dc
 import docs_fig2 as f2
 from docs_common import md_table, num, paper_gamma, ratio, sweep_scale, table
 
@@ -164,14 +165,15 @@ CLAIMS: tuple[Claim, ...] = (
           ("fig2_depth_cpu", "fig2_paper")),
     Claim("C3", "phases and weight decay (journal Fig. 3, 10)", "smaller init and larger wd both move the model to reasoning",
           _c3_ours, cl.c3_status, ("journal_fig3_cpu", "fig3_paper")),
-    Claim("C4", "information flow (NeurIPS Fig. 3)", "the two solutions route the anchors differently",
-          cl.seeded_ours("C4"), cl.seeded_status("C4"), ("mechanism_cpu", "mechanism_paper")),
-    Claim("C5", "parallel vectors (NeurIPS Fig. 4)", "equal-target anchor pairs give parallel vectors at small init",
-          cl.seeded_ours("C5"), cl.seeded_status("C5"), ("mechanism_cpu", "mechanism_paper")),
+    Claim("C4", "information flow (NeurIPS Fig. 3)", "composing: the anchors read the key, the last token reads the "
+          "anchors; memorizing: the last token merges the anchors, then reads the key",
+          dc.claim_ours("C4"), dc.claim_status("C4"), ("predictors_cpu", "mechanism_paper")),
+    Claim("C5", "parallel vectors (NeurIPS Fig. 4)", "equal-target X_ao(2) nearly parallel when composing; all low "
+          "when memorizing", dc.claim_ours("C5"), dc.claim_status("C5"), ("predictors_cpu", "mechanism_paper")),
     Claim("C6", "condensation (NeurIPS Fig. 5; journal Fig. 5)", "small init condenses the input weights",
           cl.seeded_ours("C6"), cl.seeded_status("C6"), ("mechanism_cpu", "mechanism_paper")),
-    Claim("C7", "ordered embeddings (NeurIPS Fig. 5, 7)", "small init orders the key embeddings",
-          cl.seeded_ours("C7"), cl.seeded_status("C7"), ("mechanism_cpu", "mechanism_paper")),
+    Claim("C7", "ordered embeddings (NeurIPS Fig. 5, 7)", "small init orders the key embeddings on a few large "
+          "eigenvalues", dc.claim_ours("C7", "init"), dc.claim_status("C7", ("init",)), ("demo_rate_cpu", "mechanism_paper")),
     Claim("C8", "inferential complexity vs training speed (NeurIPS Fig. 6)",
           "large init fits at one speed whatever the complexity; small init slows with it", _c8_ours, cl.c8_status,
           ("prediction_matched_cpu", "prediction_paper")),

@@ -1,0 +1,121 @@
+"""Generated blocks of the mechanism claims read on the clean picks (anchorlab.papers.clean_picks / clean_mechanism).
+
+Tables: clean_mechanism_cpu_picks.csv (the rule's picks with the committed and retrained final metrics),
+clean_mechanism_cpu_runs.csv (every measure per retrained run), clean_mechanism_cpu_judged.csv (each measure
+against the paper, per comparison) and clean_mechanism_cpu_spectra.csv (the embedding covariance's spectrum).
+The judgement and the statuses are computed in anchorlab.papers.clean_mechanism; this module only renders.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from docs_common import md_table, num, paper_gamma, scale_table, table
+
+STEM = "clean_mechanism_cpu"
+SIDE = {"composes": "composes", "memorizes": "memorizes"}
+
+
+def _gamma(gamma: float, ref_width: float) -> str:
+    """A pick's gamma in the paper's convention (its std at width 400), with its own convention beside."""
+    if ref_width == ref_width and float(ref_width) == 400:
+        return f"paper {gamma:g}"
+    return f"paper {paper_gamma(gamma, 128):.2f} (plain {gamma:g} at width 128)"
+
+
+def picks() -> str:
+    """The picked runs: committed and retrained final metrics, and whether the retrained run kept its solution."""
+    rows = []
+    for r in table(f"{STEM}_picks.csv").to_dict("records"):
+        mapping = "final.ood_inferential_acc" if r["side"] == "composes" else "final.ood_symmetric_acc"
+        kept = r.get("same_solution")
+        rows.append([r["side"], r["set"], f"`{r['run_id']}`", r["preset"], _gamma(r["gamma"], r["ref_width"]),
+                     f"{r['weight_decay']:g}", num(r["final.id_acc"]), num(r[mapping]),
+                     num(r.get(f"retrained.{mapping}")), {True: "yes", False: "no"}.get(kept, "not retrained")])
+    return md_table(["side", "set", "run", "sweep", "init", "wd", "ID", "its mapping, committed", "retrained",
+                     "same solution"], rows)
+
+
+def _side(r: dict, side: str) -> str:
+    return f"{num(r[side + '_mean'])} ({num(r[side + '_min'])} to {num(r[side + '_max'])})"
+
+
+PAPER = {">": "composes above", "<": "composes below", "parallel": "composes: nearly parallel",
+         "low": "memorizes: always low"}
+
+
+def claim_table(claim: str, main: bool = False) -> str:
+    """Each measure of ``claim`` on the clean picks: the composing runs, the cleanest memorizing runs and the
+    matched ones (same sweep and gamma as the composing runs), the paper's statement and the two readings.
+    ``main``: the judged measures on the held-out pair's inputs only (no single-input or raw-attention rows)."""
+    j = table(f"{STEM}_judged.csv")
+    j = j[j.claim == claim]
+    if main:
+        j = j[j.kind.notna() & ~j.measure.str.startswith(("example ", "att "))]
+    first, matched = j[j.comparison == "cleanest"], j[j.comparison == "matched"].set_index("measure")
+    n_a, n_b, n_m = int(first.a_n.iloc[0]), int(first.b_n.iloc[0]), int(matched.b_n.iloc[0])
+    rows = [[f"{r['label']} (`{r['measure']}`)", _side(r, "a"), _side(r, "b"), _side(matched.loc[r["measure"]], "b"),
+             PAPER.get(r["kind"], "") if isinstance(r["kind"], str) else "", r["reading"],
+             matched.loc[r["measure"], "reading"]] for r in first.to_dict("records")]
+    return md_table(["measure", f"composes ({n_a} runs)", f"memorizes ({n_b} runs)", f"memorizes, matched ({n_m} runs)",
+                     "the paper", "ours", "ours, matched"], rows)
+
+
+def init_table(claim: str) -> str:
+    """The measures of ``claim`` read as the init contrast on the journal's task (every seed of each init)."""
+    j = table(f"{STEM}_judged.csv")
+    j = j[(j.claim == claim) & (j.comparison == "init")]
+    init = table(f"{STEM}_init.csv")
+    gam = {"small_init": "journal gamma 0.8", "large_init": "journal gamma 0.4"}
+    paper = {">": "small above large", "<": "small below large"}
+    rows = [[f"{r['label']} (`{r['measure']}`)", _side(r, "a"), _side(r, "b"),
+             paper.get(r["kind"], "") if isinstance(r["kind"], str) else "", r["reading"]] for r in j.to_dict("records")]
+    n = init.groupby("side").size()
+    return md_table(["measure", f"small init, {gam['small_init']} ({n['small_init']} seeds)",
+                     f"large init, {gam['large_init']} ({n['large_init']} seeds)", "the paper", "ours"], rows)
+
+
+def claim_status(claim: str, comparisons: tuple[str, ...] = ("cleanest", "matched")) -> Callable[[], str]:
+    def status() -> str:
+        from anchorlab.papers.clean_mechanism import claim_status as rule
+
+        return rule(table(f"{STEM}_judged.csv"), claim, comparisons)
+    return status
+
+
+def claim_ours(claim: str, comparison: str = "cleanest") -> Callable[[], str]:
+    """The claim's first judged measure in ``comparison``, and how many judged measures read as the paper."""
+    def ours() -> str:
+        j = table(f"{STEM}_judged.csv")
+        j = j[(j.claim == claim) & j.kind.notna() & (j.comparison == comparison)]
+        top = j.iloc[0]
+        good = j.reading.str.startswith("as the paper").sum()
+        who = "small vs large init (journal task)" if comparison == "init" else "composing vs memorizing (clean picks)"
+        return (f"{num(top.a_mean)} vs {num(top.b_mean)}, {who} (`{top.measure}`); {good} of {len(j)} measures "
+                f"as the paper")
+    return ours
+
+
+def spectrum(top_k: int = 5) -> str:
+    """NeurIPS Fig. 7's quantity: the key embeddings' covariance eigenvalues as shares of the trace, the mean
+    over each side's runs (range), largest first."""
+    s = table(f"{STEM}_spectra.csv")
+    s = s[s["index"] <= top_k]
+    rows = []
+    for (side, st), g in s.groupby(["side", "set"], sort=False):
+        cells = [f"{num(v.share.mean())} ({num(v.share.min())} to {num(v.share.max())})"
+                 for _, v in g.groupby("index")]
+        label = {"small_init": "small init, journal gamma 0.8 (journal task)",
+                 "large_init": "large init, journal gamma 0.4 (journal task)"}.get(side, f"{side} ({st}, clean picks)")
+        rows.append([f"{label}, {g.run_id.nunique()} runs", *cells])
+    return md_table(["runs", *[f"eigenvalue {i}" for i in range(1, top_k + 1)]], rows)
+
+
+def scale() -> str:
+    """The sweeps the clean picks came from, beside the paper's mechanism run."""
+    sweeps = dict.fromkeys(table(f"{STEM}_picks.csv").preset)
+    return scale_table([*(("ours", s) for s in sweeps), ("paper", "mechanism_paper")])
+
+
+def cell_scale() -> str:
+    """The std-matched cell's mechanism sweep, beside the paper's mechanism run."""
+    return scale_table([("ours", "mechanism_cpu"), ("paper", "mechanism_paper")])
