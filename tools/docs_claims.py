@@ -344,15 +344,15 @@ def c10_status() -> str:
 
 
 def c11_lm() -> str:
-    d = table("fig7d_seeds_cpu_summary.csv").sort_values("gamma")
-    rows = [[r.composition, f"{r.gamma:g} (std {1024 ** -r.gamma:.3g} at width 1024)", str(int(r.seeds)),
-             f"{num(r.final_val_ppl)} ({num(r.ppl_min)}-{num(r.ppl_max)})", f"{r.tokens_seen / 1e6:.1f}M"]
-            for r in d.itertuples()]
+    d = table("fig7d_seeds_cpu_summary.csv").sort_values("init.gamma")
+    rows = [[r.composition, f"{r['init.gamma']:g} (std {1024 ** -r['init.gamma']:.3g} at width 1024)",
+             str(int(r.seeds)), f"{num(r.final_val_ppl)} ({num(r.ppl_min)}-{num(r.ppl_max)})",
+             f"{r.tokens_seen / 1e6:.1f}M"] for _, r in d.iterrows()]
     return md_table(["corpus", "gamma", "seeds", "validation perplexity, mean (min-max)", "tokens"], rows)
 
 
 def c11_status() -> str:
-    d = table("fig7d_seeds_cpu_summary.csv").sort_values("gamma")
+    d = table("fig7d_seeds_cpu_summary.csv").sort_values("init.gamma")
     ppl = d.final_val_ppl.tolist()
     return "reproduced" if all(b < a for a, b in zip(ppl, ppl[1:])) else "not reproduced"
 
