@@ -373,8 +373,9 @@ def _c12_shape() -> tuple[float, float, float]:
     the default init's mean, the largest init rate's mean minus the default's, and that difference's standard
     error (seed spread over both settings x sqrt(2 / seeds))."""
     r = table("fig6b_seeds_cpu_runs.csv")
-    r = r.assign(unseen_shape=(r.shape_acc_010 + r.shape_acc_011) / 2)
-    default, top = r[r.setting == "default"]["unseen_shape"], r[r.gamma == r.gamma.max()]["unseen_shape"]
+    r = r.assign(unseen_shape=(r["final.shape_acc_010"] + r["final.shape_acc_011"]) / 2)
+    top = r[r.rate_gamma == r.rate_gamma.max()]["unseen_shape"]
+    default = r[r.setting == "default"]["unseen_shape"]
     sd = float(pd.concat([default - default.mean(), top - top.mean()]).std(ddof=1))
     return float(default.mean()), float(top.mean() - default.mean()), sd * (2 / min(len(default), len(top))) ** 0.5
 
