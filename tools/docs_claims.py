@@ -57,9 +57,10 @@ def c3_journal_cells() -> str:
     runs, planned, planned_cells = _journal_runs()
     depth = int(runs["model.n_layers"].iloc[0])
     d = table("journal_fig3_cpu_cells.csv")
-    main = d[d.n_layers == depth].sort_values(["paper_gamma", "weight_decay"])
-    rows = [[f"{r.paper_gamma:g} ({paper_gamma(r.paper_gamma, 640):.2f})", f"{r.weight_decay:g} ({r.journal_wd:g})",
-             int(r.n_seeds), *_cell_readings(r, r.comm_low)] for r in main.itertuples()]
+    main = d[d["model.n_layers"] == depth].sort_values(["paper_gamma", "optim.weight_decay"])
+    rows = [[f"{r.paper_gamma:g} ({paper_gamma(r.paper_gamma, 640):.2f})",
+             f"{r['optim.weight_decay']:g} ({r.journal_wd:g})", int(r.n_seeds), *_cell_readings(r, r.comm_low)]
+            for _, r in main.iterrows()]
     head = (f"Runs: {len(runs)} of {planned} at {depth} layers; cells: {len(main)} of "
             f"{planned_cells} (a cell is the mean of its seeds).\n\n")
     return head + md_table(["journal gamma: std 640^-gamma (paper gamma)", "wd (journal's row)", "seeds",
@@ -69,9 +70,9 @@ def c3_journal_cells() -> str:
 def c3_journal_depth() -> str:
     """C3: the depth contrast at one corner of the journal grid (docs/figures/journal_fig3_cpu_depth.csv, the
     figure's depth.csv: the cells run at more than one depth), one row per depth."""
-    d = table("journal_fig3_cpu_depth.csv").sort_values(["gamma_axis", "weight_decay", "n_layers"])
-    rows = [[f"{r.gamma_axis:g} ({paper_gamma(r.gamma_axis, 640):.2f})", f"{r.weight_decay:g}", int(r.n_layers),
-             int(r.n_seeds), *_cell_readings(r)] for r in d.itertuples()]
+    d = table("journal_fig3_cpu_depth.csv").sort_values(["gamma_axis", "optim.weight_decay", "model.n_layers"])
+    rows = [[f"{r.gamma_axis:g} ({paper_gamma(r.gamma_axis, 640):.2f})", f"{r['optim.weight_decay']:g}",
+             int(r["model.n_layers"]), int(r.n_seeds), *_cell_readings(r)] for _, r in d.iterrows()]
     return md_table(["journal gamma (paper gamma)", "wd", "layers", "seeds", *_CELL_READINGS,
                      "journal's phase (10 layers)"], rows)
 
@@ -150,7 +151,8 @@ def c3_definitions() -> str:
     rows = rows[rows.run_id.isin(runs.run_id)]
     out = []
     for name, label in (("authors-fig3", "the figure code's"), ("anchorlab", "the text's")):
-        lines = claim_lines(journal_cells(journal_view(with_values(rows), METRIC_DEFINITIONS[name])))
+        d = METRIC_DEFINITIONS[name]
+        lines = claim_lines(journal_cells(journal_view(with_values(rows), d), d))
         cells = []
         for claim in (INIT, WD):
             for reading in ("best", "final"):
