@@ -234,7 +234,7 @@ def c7_embedding() -> str:
 # ------------------------------------------------------------------ C8: inferential complexity vs training speed
 C8_CAPPED, C8_LONG = "prediction_matched_cpu_speed.csv", "prediction_matched_long_cpu_speed.csv"
 C8_LONG_SWEEP = "prediction_matched_long_cpu"
-C8_FITS = 4   # the long runs' rule (sweeps/prediction_matched_long_cpu.yaml): the small-init half is tested where
+C8_FITS = 4   # the long runs' rule (papers/sweeps/prediction_matched_long_cpu.yaml): the small-init half is tested where
 #               at least 4 of 5 seeds at each k reach the loss threshold within the cap
 
 

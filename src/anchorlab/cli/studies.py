@@ -143,13 +143,14 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     import dataclasses
 
     from anchorlab.cli.args import parse_stack
-    from anchorlab.sweep.grid import SWEEP_DIR, load_sweep, resolve_sweep
+    from anchorlab.sweep.grid import load_sweep, resolve_sweep
+    from anchorlab.sweep.presets import sweep_presets
     from anchorlab.sweep.runner import plan_sweep
     from anchorlab.sweep.watch import run_watched
 
     if a.list or not a.spec:
         print("sweep presets (name, or any sweep YAML path):")
-        print(preset_lines({q.stem: q for q in sorted(SWEEP_DIR.glob("*.yaml"))}))
+        print(preset_lines(sweep_presets()))
         return 0
     spec = load_sweep(resolve_sweep(a.spec))
     if a.set:

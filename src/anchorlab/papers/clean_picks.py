@@ -71,17 +71,18 @@ RULE = CleanRule()
 
 def designs() -> dict[str, tuple[str, "ExperimentConfig"]]:
     """run id -> (sweep preset, config) over every bundled sweep preset that expands on this machine."""
-    from anchorlab.sweep.grid import SWEEP_DIR, expand
+    from anchorlab.sweep.grid import expand
+    from anchorlab.sweep.presets import sweep_presets
 
     out: dict[str, tuple[str, Any]] = {}
-    for p in sorted(SWEEP_DIR.glob("*.yaml")):
+    for name, path in sweep_presets().items():
         try:
-            runs = expand(p.stem)
+            runs = expand(path)
         except ConfigError as e:   # a real-task preset whose data is not cached here
-            log.debug("sweep %s does not expand here: %s", p.stem, e)
+            log.debug("sweep %s does not expand here: %s", name, e)
             continue
         for r in runs:
-            out.setdefault(r.run_id, (p.stem, r.config))
+            out.setdefault(r.run_id, (name, r.config))
     return out
 
 
