@@ -22,6 +22,8 @@ import traceback
 
 HIDDEN = ("sklearn", "scipy", "pyarrow", "ray", "mlflow", "tensorboard", "tensorboardX", "transformers",
           "diffusers", "tokenizers", "zstandard", "wandb")
+HIDDEN_DISTS = {"scikit-learn", "scipy", "pyarrow", "ray", "mlflow", "mlflow-skinny", "tensorboard", "tensorboardx",
+                "transformers", "diffusers", "tokenizers", "zstandard", "wandb"}   # their distributions' names
 EXTRA_HINT = "pip install 'anchorlab["
 
 TINY = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=1024", "task.n_eval_per_group=16",
@@ -42,7 +44,9 @@ def hide_extras() -> None:
 
     Every meta-path finder is wrapped to find nothing under the hidden names,
     so ``importlib.util.find_spec(name)`` returns None and ``import name``
-    raises ModuleNotFoundError, exactly as when the package is not installed.
+    raises ModuleNotFoundError, exactly as when the package is not installed;
+    their distributions' metadata is hidden too, and every other distribution's
+    (anchorlab's own entry points among them) is found as on a plain install.
     """
     import importlib.abc
 
@@ -54,6 +58,12 @@ def hide_extras() -> None:
             if name.split(".")[0] in HIDDEN:
                 return None
             return self.inner.find_spec(name, path, target)
+
+        def find_distributions(self, *args, **kwargs):
+            found = getattr(self.inner, "find_distributions", None)
+            for d in (found(*args, **kwargs) if found else ()):
+                if (d.metadata["Name"] or "").lower().replace("_", "-") not in HIDDEN_DISTS:
+                    yield d
 
         def invalidate_caches(self):
             if hasattr(self.inner, "invalidate_caches"):

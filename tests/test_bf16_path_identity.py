@@ -1,7 +1,5 @@
 """``train.bf16_path``: ``auto`` (native where the model has the path) is the default, and no recorded run id moves."""
 
-import glob
-
 import pytest
 import yaml
 
@@ -58,9 +56,11 @@ def test_bad_value_names_the_field_and_choices():
 
 
 def _bf16_studies():
-    """Every committed sweep with a run that may train in bf16 (``train.amp`` not ``none``)."""
+    """Every committed sweep preset with a run that may train in bf16 (``train.amp`` not ``none``): its file."""
+    from anchorlab.sweep.presets import sweep_presets
+
     out = []
-    for p in sorted(glob.glob("src/anchorlab/sweeps/*.yaml")):
+    for p in sweep_presets().values():
         try:
             runs = expand(p)
         except ConfigError:      # a sweep over data files this machine lacks
@@ -74,11 +74,10 @@ STUDIES_ON_AUTOCAST = _bf16_studies()
 
 
 def test_the_bf16_studies_are_found():
-    assert "src/anchorlab/sweeps/journal_fig3_cpu.yaml" in STUDIES_ON_AUTOCAST
-    assert "src/anchorlab/sweeps/fig2_cell_cpu.yaml" in STUDIES_ON_AUTOCAST
+    assert {"journal_fig3_cpu", "fig2_cell_cpu"} <= {p.stem for p in STUDIES_ON_AUTOCAST}
 
 
-@pytest.mark.parametrize("path", STUDIES_ON_AUTOCAST)
+@pytest.mark.parametrize("path", STUDIES_ON_AUTOCAST, ids=[p.stem for p in STUDIES_ON_AUTOCAST])
 def test_every_committed_bf16_study_keeps_autocast(path):
     """Every committed study that trains in bf16 trained on autocast; its sweep pins that, so that the
     ``auto`` default (native) never silently retrains (or mislabels) a committed study."""

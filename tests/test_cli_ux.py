@@ -281,10 +281,11 @@ def test_demo_and_robustness_say_they_are_anchor_only(tmp_path, capsys, args, na
 def test_preset_lists_give_each_preset_one_line_from_its_first_comment(capsys):
     from anchorlab.config import preset_names
     from anchorlab.config.base import PRESET_DIR
-    from anchorlab.sweep.grid import SWEEP_DIR
+    from anchorlab.sweep.presets import sweep_presets
 
+    sweeps = sweep_presets()
     for cmd, names, path in (("config", preset_names(), lambda n: PRESET_DIR / f"{n}.yaml"),
-                             ("sweep", sorted(q.stem for q in SWEEP_DIR.glob("*.yaml")), lambda n: SWEEP_DIR / f"{n}.yaml")):
+                             ("sweep", list(sweeps), sweeps.get)):
         assert main([cmd, "--list"]) == 0
         lines = capsys.readouterr().out.splitlines()[1:]
         assert [ln.split()[0] for ln in lines] == names

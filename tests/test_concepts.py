@@ -356,9 +356,9 @@ def test_noise_floor_seed_spread_and_the_standard_error_of_a_difference_on_a_han
     from anchorlab.papers.reproduce.figures_diffusion import diff_se, noise_floor, seed_spread
 
     t = pd.DataFrame({"setting": ["default"] * 2 + ["gamma=0.5"] * 2 + ["gamma=1"] * 2,
-                      "scheme": ["framework_default"] * 2 + ["rate"] * 4,
-                      "gamma": [float("nan")] * 2 + [0.5, 0.5, 1.0, 1.0],
-                      "all_acc_010_011": [0.2, 0.4, 0.5, 0.5, 0.0, 0.2]})
+                      "init.scheme": ["framework_default"] * 2 + ["rate"] * 4,
+                      "rate_gamma": [float("nan")] * 2 + [0.5, 0.5, 1.0, 1.0],
+                      "final.all_acc_010_011": [0.2, 0.4, 0.5, 0.5, 0.0, 0.2]})
     assert noise_floor(t) == pytest.approx(0.2)                    # |0.3 - 0.5|
     spread = (0.02 ** 0.5 + 0.0 + 0.02 ** 0.5) / 3                 # per-setting sample std, averaged
     assert seed_spread(t) == pytest.approx(spread)

@@ -29,16 +29,17 @@ def test_the_journal_demo_writes_each_models_answers_verdict_and_figure(tmp_path
     models = written["models"]
     assert [m["arm"] for m in models] == ["large_init", "small_init"]
     for m in models:
-        assert {"arm", "gamma", "paper_gamma", "id_acc", "ood_acc", "verdict", "top_answer"} <= set(m)
+        assert {"arm", "init.gamma", "paper_gamma", "final.id_acc", "final.ood_acc", "best.ood_acc", "verdict",
+                "top_answer", "precision_label"} <= set(m)
         assert m["seed"] == 3 and m["op_set"] == "{1:+5,2:+1,3:-2,4:-8}"
         shares = [m[f"answer_{k.replace(' ', '_')}"] for k in dj.ANSWERS]
         assert math.isclose(sum(shares), 1.0, abs_tol=1e-9)
         # the unseen pairs' accuracy is the share of composed answers
-        assert math.isclose(m["answer_composition"], m["ood_acc"], abs_tol=1e-6)
-        assert m["verdict"] == dj.verdict(m["id_acc"], m["ood_acc"])
+        assert math.isclose(m["answer_composition"], m["final.ood_acc"], abs_tol=1e-6)
+        assert m["verdict"] == dj.verdict(m["final.id_acc"], m["final.ood_acc"])
         # paper gamma: the NeurIPS convention (std at width 400) of the journal gamma (std at width 640)
-        assert math.isclose(400 ** -m["paper_gamma"], 640 ** -m["gamma"], rel_tol=5e-3)
-    assert [m["gamma"] for m in models] == [0.4, 0.8]
+        assert math.isclose(400 ** -m["paper_gamma"], 640 ** -m["init.gamma"], rel_tol=5e-3)
+    assert [m["init.gamma"] for m in models] == [0.4, 0.8]
     assert written["rule"] == dj.RULE
     rate = pd.read_csv(tmp_path / "rate.csv")
     assert list(rate.columns[:len(dj.RATE_COLUMNS)]) == dj.RATE_COLUMNS and len(rate) == 2
@@ -88,7 +89,7 @@ def test_verdicts_and_the_seed_judgement():
     assert dj.verdict(0.5, 0.9).startswith("unfit")
     assert dj.verdict(0.95, 0.5) == "in between"
     t = pd.DataFrame({"op_set": ["a"] * 4, "seed": [0, 0, 1, 1], "arm": ["large_init", "small_init"] * 2,
-                      "id_acc": [1.0, 0.95, 1.0, 0.85], "ood_acc": [0.05, 0.9, 0.0, 0.9]})
+                      "final.id_acc": [1.0, 0.95, 1.0, 0.85], "final.ood_acc": [0.05, 0.9, 0.0, 0.9]})
     j = dj.judge_seeds(t)
     assert list(j.contrast) == [True, False] and list(j.small_composes) == [True, False]
     s = dj.rate_summary(t).iloc[0]

@@ -72,7 +72,7 @@ def _run(gamma, wd, seed, id_b, ood_b, id_f, ood_f, comm, sr=math.nan, layers=4)
             "init.ref_width": 640, "model.d_model": 128, "model.n_layers": layers, "optim.weight_decay": wd,
             "clock": 0.5, "seed": seed, f"best.{D.id}": id_b, f"best.{D.ood}": ood_b, f"final.{D.id}": id_f,
             f"final.{D.ood}": ood_f, f"final.{D.commutativity}": comm, f"best.{D.commutativity}": 1.0,
-            "lr_sum": CPU_LR_SUM, "stable_rank": sr}
+            "lr_sum": CPU_LR_SUM, "cond/wq0_stable_rank": sr}
 
 
 def _grid():
@@ -91,7 +91,8 @@ def test_phase_per_cell_is_read_from_the_mean_id_and_ood_in_both_readings():
     view = journal_view(pd.concat([_grid(), pd.DataFrame([diverged])], ignore_index=True), D)
     assert len(view) == 8 and view.paper_gamma.tolist() == view["init.gamma"].tolist() and (view.journal_wd.isin([0.0, 1.0])).all()
     assert view.set_index("run_id").phase_best["r0.4-0.0-0-4"] == "2n"   # the run alone fits ID
-    cells = journal_cells(view).set_index(["gamma_axis", "weight_decay"])
+    assert not {"weight_decay", "n_layers", "id_best", "commutativity", "stable_rank"} & set(view.columns)   # no copies
+    cells = journal_cells(view, D).set_index(["gamma_axis", "optim.weight_decay"])
     assert cells.loc[(0.4, 0.0)].phase_best == "1" and cells.loc[(0.4, 0.0)].id_best == pytest.approx(0.875)
     assert cells.loc[(0.4, 1.16)].phase_best == "2c" and not cells.loc[(0.4, 1.16)].comm_low
     assert cells.loc[(0.8, 0.0)].phase_best == "2n" and cells.loc[(0.8, 0.0)].comm_low
@@ -112,7 +113,7 @@ def test_decay_rows_and_the_journals_cells():
 
 
 def test_claims_read_along_rows_and_columns_against_the_journal():
-    lines = claim_lines(journal_cells(journal_view(_grid(), D))).set_index(["claim", "line"])
+    lines = claim_lines(journal_cells(journal_view(_grid(), D), D)).set_index(["claim", "line"])
     init0 = lines.loc[("phase 1 -> 2 -> 3 with the init rate", "wd 0 (journal 0)")]
     assert init0.journal == "1 -> 3" and init0.journal_reading == "rises"
     assert init0.ours_best == "1 -> 2n" and init0.reading_best == "rises" and init0.holds_best
@@ -132,10 +133,10 @@ def test_claims_read_along_rows_and_columns_against_the_journal():
 def test_a_corner_at_another_depth_is_kept_out_of_the_claims_and_listed_apart():
     rows = pd.concat([_grid(), pd.DataFrame([_run(0.4, 0.0, s, 0.99, 0.1, 0.99, 0.1, 0.3, 90, layers=2)
                                              for s in (0, 1)])])
-    cells = journal_cells(journal_view(rows, D))
-    assert len(cells) == 5 and (main_cells(cells).n_layers == 4).all() and len(main_cells(cells)) == 4
+    cells = journal_cells(journal_view(rows, D), D)
+    assert len(cells) == 5 and (main_cells(cells)["model.n_layers"] == 4).all() and len(main_cells(cells)) == 4
     d = depth_table(cells)
-    assert d.n_layers.tolist() == [2, 4] and d.phase_best.tolist() == ["2n", "1"]
+    assert d["model.n_layers"].tolist() == [2, 4] and d.phase_best.tolist() == ["2n", "1"]
 
 
 def test_a_table_without_the_definitions_columns_is_one_line():
@@ -160,10 +161,11 @@ def test_journal_fig3_end_to_end_on_tiny_runs_and_redrawn_from_its_table(tmp_pat
     tables, files = make_journal3(run_table([tmp_path / "sweep"]), out, "cpu")
     runs, cells = tables["runs"], tables["cells"]
     assert len(runs) == 4 and sorted(runs.paper_gamma.unique()) == [0.4, 0.8]
-    for col in ("paper_gamma", "weight_decay", "seed", "id_best", "ood_best", "id_final", "ood_final", "phase_best",
-                "phase_final", "commutativity", "stable_rank", "lr_sum", "cond/wq0_mean_abs_cos"):
+    for col in ("paper_gamma", "optim.weight_decay", "seed", f"best.{D.id}", f"best.{D.ood}", f"final.{D.id}",
+                f"final.{D.ood}", "phase_best", "phase_final", "final.commutativity", "cond/wq0_stable_rank", "lr_sum",
+                "cond/wq0_mean_abs_cos"):
         assert col in runs, col
-    assert runs.stable_rank.between(1, 32).all() and runs.lr_sum.gt(0).all()
+    assert runs["cond/wq0_stable_rank"].between(1, 32).all() and runs.lr_sum.gt(0).all()
     assert len(cells) == 4 and cells.phase_best.notna().all() and cells.stable_rank.notna().all()
     assert set(tables["claims"].claim.str.split(" with the ").str[-1]) == {"init rate", "weight decay"}
     for name in ("fig3b_best.png", "fig3b_final.png", "fig5c.png", "fig10.png"):

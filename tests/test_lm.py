@@ -311,11 +311,11 @@ def test_fig7d_tables_claims_and_figure():
     t = lm_tables(rows_of(runs), histories_of(runs))
     t["summary"] = s = summary(t["finals"])
     assert set(s.composition) == {"code", "code+prose"} and len(s) == 6
-    row = s[(s.composition == "code") & (s.gamma == 0.8)].iloc[0]
+    row = s[(s.composition == "code") & (s["init.gamma"] == 0.8)].iloc[0]
     assert row.final_val_ppl == 22 and row.seeds == 2 and row.tokens_seen == 100 * 4 * 16
     f = t["finals"]
-    assert {"init_seed", "data_seed", "run_id"} <= set(f.columns) and "seed" not in f.columns
-    assert f.best_val_ppl.tolist() == f.final_val_ppl.tolist()   # the lowest after step 0, read from the history
+    assert {"train.init_seed", "train.data_seed", "run_id"} <= set(f.columns) and "seed" not in f.columns
+    assert f.best_val_ppl.tolist() == f["final.val_ppl"].tolist()   # the lowest after step 0, read from the history
     assert smaller_init_lower_ppl(t) == 0.5          # code falls with every gamma step; code+prose does not
     assert math.isclose(ppl_ratio(t), (40 / 22 + 50 / 45) / 2)
     assert len(t["curves"]) == 3 * len(runs) and t["curves"].tokens.max() == 100 * 4 * 16

@@ -39,7 +39,7 @@ def test_fig7c_end_to_end_on_tiny_runs(tmp_path):
     _reproduce("journal-fig7c", out, ["task.train_size=256", "train.epochs=1", "train.batch_size=64",
                                       "train.eval_every=4"])
     runs = pd.read_csv(out / "journal-fig7c" / "runs.csv")
-    assert len(runs) == 8 and set(runs.arch) == {"neurips", "gpt2"} and runs.seed.nunique() == 2
+    assert len(runs) == 8 and set(runs["model.arch"]) == {"neurips", "gpt2"} and runs.seed.nunique() == 2
     acc = pd.read_csv(out / "journal-fig7c" / "split_accuracy.csv")
     assert set(acc.split) == {"train", "id", "ood"} and len(acc) == 24
     assert (acc[acc.split == "ood"].n == 441).all()

@@ -189,9 +189,10 @@ def test_scan_paper_preset_is_paper_scale(shared_datasets):
 def test_fig7_plot_draws_one_line_per_setting_and_metric():
     import pandas as pd
     from anchorlab.papers.plots.realtasks import plot_exact_vs_train_size
-    rows = [{"dataset": ds, "setting": st, "train_size": n, "ood_exact": o, "id_exact": 0.9}
+    rows = [{"task.name": ds, "setting": st, "task.train_size": n, "final.ood_exact": o, "final.id_exact": 0.9}
             for ds in ("scan", "cogs") for st, o in (("small", 0.6), ("large", 0.2)) for n in (2000, 8000)]
-    rows.append({"dataset": "scan", "setting": "small", "train_size": 2000, "ood_exact": 0.4, "id_exact": 0.9})
+    rows.append({"task.name": "scan", "setting": "small", "task.train_size": 2000, "final.ood_exact": 0.4,
+                 "final.id_exact": 0.9})
     fig = plot_exact_vs_train_size(pd.DataFrame(rows))
     axes = fig.get_axes()
     assert [a.get_title() for a in axes] == ["COGS", "SCAN addprim_turn_left"]
@@ -206,7 +207,7 @@ def test_fig7_plot_draws_one_line_per_setting_and_metric():
 def test_matched_plot_orders_the_2x2_and_marks_runs_that_hit_the_cap():
     import pandas as pd
     from anchorlab.papers.plots.realtasks import SETTING_ORDER, plot_matched
-    rows = [{"dataset": "scan", "setting": st, "ood_exact": o + 0.1 * seed, "steps": 100 + seed,
+    rows = [{"task.name": "scan", "setting": st, "final.ood_exact": o + 0.1 * seed, "steps": 100 + seed,
              "reached_id": not (st.startswith("large init + small") and seed == 1)}
             for st, o in zip(reversed(SETTING_ORDER), (0.1, 0.2, 0.5, 0.6)) for seed in (0, 1)]
     fig = plot_matched(pd.DataFrame(rows))

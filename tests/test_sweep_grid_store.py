@@ -244,7 +244,8 @@ def test_runs_frame_lists_axes_and_each_runs_peak_lr():
 
 
 def test_a_bundled_sweep_loads_by_its_preset_name_as_by_its_path():
-    from anchorlab.sweep.grid import SWEEP_DIR, expand
+    from anchorlab.papers import SWEEP_DIR
+    from anchorlab.sweep.grid import expand
 
     by_name = [r.run_id for r in expand("fig2_cpu")]
     assert by_name and by_name == [r.run_id for r in expand(SWEEP_DIR / "fig2_cpu.yaml")]

@@ -30,9 +30,9 @@ def rows_of(folder: Path) -> list[dict]:
             r["clock"] = round(r["steps"] / JOURNAL_STEPS, 4)
             # a gamma the demo no longer trains is named by its side (the record of an earlier setting)
             if r["arm"] not in ("large_init", "small_init"):
-                r["arm"] = "large_init" if r["gamma"] < dj.GAMMAS["small_init"] else "small_init"
+                r["arm"] = "large_init" if r[dj.GAMMA] < dj.GAMMAS["small_init"] else "small_init"
             out.append(r)
-    return sorted(out, key=lambda r: (r["seed"], r["gamma"]))
+    return sorted(out, key=lambda r: (r["seed"], r[dj.GAMMA]))
 
 
 def main(argv: list[str]) -> int:

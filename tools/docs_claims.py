@@ -57,9 +57,10 @@ def c3_journal_cells() -> str:
     runs, planned, planned_cells = _journal_runs()
     depth = int(runs["model.n_layers"].iloc[0])
     d = table("journal_fig3_cpu_cells.csv")
-    main = d[d.n_layers == depth].sort_values(["paper_gamma", "weight_decay"])
-    rows = [[f"{r.paper_gamma:g} ({paper_gamma(r.paper_gamma, 640):.2f})", f"{r.weight_decay:g} ({r.journal_wd:g})",
-             int(r.n_seeds), *_cell_readings(r, r.comm_low)] for r in main.itertuples()]
+    main = d[d["model.n_layers"] == depth].sort_values(["paper_gamma", "optim.weight_decay"])
+    rows = [[f"{r.paper_gamma:g} ({paper_gamma(r.paper_gamma, 640):.2f})",
+             f"{r['optim.weight_decay']:g} ({r.journal_wd:g})", int(r.n_seeds), *_cell_readings(r, r.comm_low)]
+            for _, r in main.iterrows()]
     head = (f"Runs: {len(runs)} of {planned} at {depth} layers; cells: {len(main)} of "
             f"{planned_cells} (a cell is the mean of its seeds).\n\n")
     return head + md_table(["journal gamma: std 640^-gamma (paper gamma)", "wd (journal's row)", "seeds",
@@ -69,9 +70,9 @@ def c3_journal_cells() -> str:
 def c3_journal_depth() -> str:
     """C3: the depth contrast at one corner of the journal grid (docs/figures/journal_fig3_cpu_depth.csv, the
     figure's depth.csv: the cells run at more than one depth), one row per depth."""
-    d = table("journal_fig3_cpu_depth.csv").sort_values(["gamma_axis", "weight_decay", "n_layers"])
-    rows = [[f"{r.gamma_axis:g} ({paper_gamma(r.gamma_axis, 640):.2f})", f"{r.weight_decay:g}", int(r.n_layers),
-             int(r.n_seeds), *_cell_readings(r)] for r in d.itertuples()]
+    d = table("journal_fig3_cpu_depth.csv").sort_values(["gamma_axis", "optim.weight_decay", "model.n_layers"])
+    rows = [[f"{r.gamma_axis:g} ({paper_gamma(r.gamma_axis, 640):.2f})", f"{r['optim.weight_decay']:g}",
+             int(r["model.n_layers"]), int(r.n_seeds), *_cell_readings(r)] for _, r in d.iterrows()]
     return md_table(["journal gamma (paper gamma)", "wd", "layers", "seeds", *_CELL_READINGS,
                      "journal's phase (10 layers)"], rows)
 
@@ -150,7 +151,8 @@ def c3_definitions() -> str:
     rows = rows[rows.run_id.isin(runs.run_id)]
     out = []
     for name, label in (("authors-fig3", "the figure code's"), ("anchorlab", "the text's")):
-        lines = claim_lines(journal_cells(journal_view(with_values(rows), METRIC_DEFINITIONS[name])))
+        d = METRIC_DEFINITIONS[name]
+        lines = claim_lines(journal_cells(journal_view(with_values(rows), d), d))
         cells = []
         for claim in (INIT, WD):
             for reading in ("best", "final"):
@@ -232,7 +234,7 @@ def c7_embedding() -> str:
 # ------------------------------------------------------------------ C8: inferential complexity vs training speed
 C8_CAPPED, C8_LONG = "prediction_matched_cpu_speed.csv", "prediction_matched_long_cpu_speed.csv"
 C8_LONG_SWEEP = "prediction_matched_long_cpu"
-C8_FITS = 4   # the long runs' rule (sweeps/prediction_matched_long_cpu.yaml): the small-init half is tested where
+C8_FITS = 4   # the long runs' rule (papers/sweeps/prediction_matched_long_cpu.yaml): the small-init half is tested where
 #               at least 4 of 5 seeds at each k reach the loss threshold within the cap
 
 
@@ -344,15 +346,15 @@ def c10_status() -> str:
 
 
 def c11_lm() -> str:
-    d = table("fig7d_seeds_cpu_summary.csv").sort_values("gamma")
-    rows = [[r.composition, f"{r.gamma:g} (std {1024 ** -r.gamma:.3g} at width 1024)", str(int(r.seeds)),
-             f"{num(r.final_val_ppl)} ({num(r.ppl_min)}-{num(r.ppl_max)})", f"{r.tokens_seen / 1e6:.1f}M"]
-            for r in d.itertuples()]
+    d = table("fig7d_seeds_cpu_summary.csv").sort_values("init.gamma")
+    rows = [[r.composition, f"{r['init.gamma']:g} (std {1024 ** -r['init.gamma']:.3g} at width 1024)",
+             str(int(r.seeds)), f"{num(r.final_val_ppl)} ({num(r.ppl_min)}-{num(r.ppl_max)})",
+             f"{r.tokens_seen / 1e6:.1f}M"] for _, r in d.iterrows()]
     return md_table(["corpus", "gamma", "seeds", "validation perplexity, mean (min-max)", "tokens"], rows)
 
 
 def c11_status() -> str:
-    d = table("fig7d_seeds_cpu_summary.csv").sort_values("gamma")
+    d = table("fig7d_seeds_cpu_summary.csv").sort_values("init.gamma")
     ppl = d.final_val_ppl.tolist()
     return "reproduced" if all(b < a for a, b in zip(ppl, ppl[1:])) else "not reproduced"
 
@@ -373,8 +375,9 @@ def _c12_shape() -> tuple[float, float, float]:
     the default init's mean, the largest init rate's mean minus the default's, and that difference's standard
     error (seed spread over both settings x sqrt(2 / seeds))."""
     r = table("fig6b_seeds_cpu_runs.csv")
-    r = r.assign(unseen_shape=(r.shape_acc_010 + r.shape_acc_011) / 2)
-    default, top = r[r.setting == "default"]["unseen_shape"], r[r.gamma == r.gamma.max()]["unseen_shape"]
+    r = r.assign(unseen_shape=(r["final.shape_acc_010"] + r["final.shape_acc_011"]) / 2)
+    top = r[r.rate_gamma == r.rate_gamma.max()]["unseen_shape"]
+    default = r[r.setting == "default"]["unseen_shape"]
     sd = float(pd.concat([default - default.mean(), top - top.mean()]).std(ddof=1))
     return float(default.mean()), float(top.mean() - default.mean()), sd * (2 / min(len(default), len(top))) ** 0.5
 

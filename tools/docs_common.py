@@ -1,7 +1,7 @@
 """Helpers shared by the generated documentation blocks (tools/docs.py).
 
 Everything here reads committed files: the tables under docs/figures/ and the sweep presets
-(src/anchorlab/sweeps/). Nothing trains and nothing recomputes a judgement the tables already hold.
+(src/anchorlab/papers/sweeps/). Nothing trains and nothing recomputes a judgement the tables already hold.
 """
 from __future__ import annotations
 

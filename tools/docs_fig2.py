@@ -175,14 +175,14 @@ def demo_rate() -> str:
     rows = []
     for i, (op, g) in enumerate(rate.groupby("op_set", sort=False)):
         s = summary.loc[op]
-        med = {arm: g[g.arm == arm][["id_acc", "ood_acc"]].median() for arm in ("large_init", "small_init")}
+        med = {arm: g[g.arm == arm][[dj.ID, dj.OOD]].median() for arm in ("large_init", "small_init")}
         pair = g.groupby("seed").wall_seconds.max()
-        cell = {arm: g[g.arm == arm].ood_best.mean() for arm in ("large_init", "small_init")}
+        cell = {arm: g[g.arm == arm][dj.OOD_BEST].mean() for arm in ("large_init", "small_init")}
         rows.append([f"{op}" + (" (the papers')" if i == 0 else ""), f"{int(s.seeds)} ({int(g.seed.min())}-{int(g.seed.max())})",
                      ratio(int(s.contrast), int(s.seeds)), ratio(int(s.small_composes), int(s.seeds)),
                      ratio(int(s.large_memorizes), int(s.seeds)),
-                     f"{num(med['small_init'].id_acc)} / {num(med['small_init'].ood_acc)}",
-                     f"{num(med['large_init'].id_acc)} / {num(med['large_init'].ood_acc)}",
+                     f"{num(med['small_init'][dj.ID])} / {num(med['small_init'][dj.OOD])}",
+                     f"{num(med['large_init'][dj.ID])} / {num(med['large_init'][dj.OOD])}",
                      f"{num(cell['small_init'])} / {num(cell['large_init'])}",
                      f"{pair.median() / 60:.1f} ({pair.min() / 60:.1f}-{pair.max() / 60:.1f})"])
     return md_table(["step set", "seeds", "contrast", "small init composes", "large init memorizes",
@@ -209,15 +209,15 @@ def demo_clocks() -> str:
     t = t[t.op_set == t.op_set.iloc[0]]
     rows = []
     now = dj_clock()
-    for (clock, gamma), g in t.groupby(["clock", "gamma"], sort=True):
+    for (clock, gamma), g in t.groupby(["clock", dj.GAMMA], sort=True):
         label_now = " (the demo)" if clock == now else ""
-        fit = g.id_acc >= dj.ID_MIN
+        fit, ood = g[dj.ID] >= dj.ID_MIN, g[dj.OOD]
         seeds = sorted(int(s) for s in g.seed)
         which = "" if seeds == list(range(len(seeds))) else f" ({', '.join(map(str, seeds))})"
         rows.append([f"1/{round(1 / clock):d}x ({int(g.steps.iloc[0]):,} steps){label_now}", f"{gamma:g}", f"{len(g)}{which}",
-                     ratio(int(fit.sum()), len(g)), ratio(int((fit & (g.ood_acc <= dj.MEMORIZE_MAX)).sum()), len(g)),
-                     ratio(int((fit & (g.ood_acc >= dj.COMPOSE_MIN)).sum()), len(g)),
-                     " / ".join(num(v) for v in sorted(g.ood_acc))])
+                     ratio(int(fit.sum()), len(g)), ratio(int((fit & (ood <= dj.MEMORIZE_MAX)).sum()), len(g)),
+                     ratio(int((fit & (ood >= dj.COMPOSE_MIN)).sum()), len(g)),
+                     " / ".join(num(v) for v in sorted(ood))])
     return md_table(["clock", "journal gamma", "seeds", "fits the seen pairs (ID >= 0.9)",
                      "memorizes (and unseen <= 0.2)", "composes (and unseen >= 0.8)", "unseen-pair accuracy, sorted"],
                     rows)

@@ -61,13 +61,14 @@ def _plain(spec: Any) -> Any:
 
 def paper_figure(spec: Mapping[str, Any]) -> str | None:
     """The paper figure (a key of :data:`FIGURE_PRESETS`) whose spec this sweep's spec is, else None."""
-    from anchorlab.sweep.grid import SWEEP_DIR, load_sweep
+    from anchorlab.sweep.grid import load_sweep
+    from anchorlab.sweep.presets import sweep_presets
 
     mine = _plain(dict(spec))
+    found = sweep_presets()
     for figure, presets in FIGURE_PRESETS.items():
         for name in presets:
-            path = SWEEP_DIR / f"{name}.yaml"
-            if path.is_file() and _plain(load_sweep(path).to_dict()) == mine:
+            if name in found and _plain(load_sweep(found[name]).to_dict()) == mine:
                 return figure
     return None
 

@@ -43,11 +43,12 @@ def _demo_journal(a: argparse.Namespace) -> int:
 
     table = dj.run(a.out, a.set, workers=a.workers, seeds=a.seeds, first_seed=a.seed, op_set=a.op_set,
                    progress=not a.no_progress)
-    cols = ["arm", "seed", "gamma", "paper_gamma", "id_acc", "ood_acc", "answer_composition",
+    cols = ["arm", "seed", dj.GAMMA, "paper_gamma", dj.ID, dj.OOD, "answer_composition",
             "answer_trained_target", "answer_other", "wall_seconds"]
+    shown = {dj.GAMMA: "journal_gamma", dj.ID: "id_acc", dj.OOD: "ood_acc", "answer_composition": "ans_composed",
+             "answer_trained_target": "ans_seen_target", "answer_other": "ans_other"}   # short headers for the terminal
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(table[cols].rename(columns={"gamma": "journal_gamma", "answer_composition": "ans_composed",
-                                          "answer_trained_target": "ans_seen_target", "answer_other": "ans_other"})
+        print(table[cols].rename(columns=shown)
               .to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print("ID: seen pairs on ID-test keys; OOD: the unseen pairs (3,4) and (4,3) answered x + s3 + s4 (both unseen "
           "pairs share that target: the steps add); ans_*: the share of unseen-pair answers that are the "
@@ -142,13 +143,14 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     import dataclasses
 
     from anchorlab.cli.args import parse_stack
-    from anchorlab.sweep.grid import SWEEP_DIR, load_sweep, resolve_sweep
+    from anchorlab.sweep.grid import load_sweep, resolve_sweep
+    from anchorlab.sweep.presets import sweep_presets
     from anchorlab.sweep.runner import plan_sweep
     from anchorlab.sweep.watch import run_watched
 
     if a.list or not a.spec:
         print("sweep presets (name, or any sweep YAML path):")
-        print(preset_lines({q.stem: q for q in sorted(SWEEP_DIR.glob("*.yaml"))}))
+        print(preset_lines(sweep_presets()))
         return 0
     spec = load_sweep(resolve_sweep(a.spec))
     if a.set:

@@ -59,7 +59,7 @@ def preset_lines(presets: Mapping[str, Path]) -> str:
 def config_arg(spec: str, cmd: str) -> str:
     """A config argument, refused in one line when it names a sweep spec or a sweep directory instead."""
     from anchorlab.config.base import PRESET_DIR
-    from anchorlab.sweep.grid import SWEEP_DIR
+    from anchorlab.sweep.presets import sweep_presets
 
     p = Path(spec)
     if p.is_dir() and (p / "results.sqlite").exists():
@@ -70,7 +70,7 @@ def config_arg(spec: str, cmd: str) -> str:
         raise ConfigError(f"{spec}: is a run directory, not a config; `anchorlab eval {spec}` evaluates it and "
                           f"`anchorlab train {p / 'config.yaml'} --out {spec}` resumes it")
     name = spec if spec.endswith(".yaml") else f"{spec}.yaml"
-    is_sweep = (SWEEP_DIR / name).is_file() and not (PRESET_DIR / name).is_file() and not p.exists()
+    is_sweep = spec.removesuffix(".yaml") in sweep_presets() and not (PRESET_DIR / name).is_file() and not p.exists()
     if p.is_file() and p.suffix in (".yaml", ".yml"):
         import yaml
 
@@ -128,9 +128,9 @@ def run_arg(path: str) -> str:
                           + (f"; a sweep spec runs with `anchorlab sweep {path}`" if p.suffix in (".yaml", ".yml")
                              else ""))
     if not p.exists():
-        from anchorlab.sweep.grid import SWEEP_DIR
+        from anchorlab.sweep.presets import sweep_presets
 
-        if (SWEEP_DIR / f"{path}.yaml").is_file():
+        if path.removesuffix(".yaml") in sweep_presets():
             raise ConfigError(f"{path}: is a sweep spec, not a run directory; `anchorlab sweep {path}` runs it")
         raise ConfigError(f"run {path}: no such directory, so not a run directory (the --out of `anchorlab train`)")
     return path

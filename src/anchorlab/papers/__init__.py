@@ -9,7 +9,10 @@ report) knows no paper figure and no study; everything specific to the two paper
 * :mod:`anchorlab.papers.analysis` and :mod:`anchorlab.papers.analyses`: the predictors study's pipeline;
 * :mod:`anchorlab.papers.plots`: the figures of the papers and the studies;
 * :mod:`anchorlab.papers.demo_journal`, :mod:`anchorlab.papers.demo`, :mod:`anchorlab.papers.robustness`: the demo
-  and the robustness study.
+  and the robustness study;
+* ``papers/sweeps/`` (:data:`SWEEP_DIR`): every figure's and study's sweep preset, found by name through the
+  library's search path (:mod:`anchorlab.sweep.presets`), which pyproject.toml's entry point
+  ``anchorlab.sweeps`` points here.
 
 Nothing in the library imports this package (tests/test_structure.py). Names are imported on first use::
 
@@ -18,9 +21,12 @@ Nothing in the library imports this package (tests/test_structure.py). Names are
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anchorlab.registry import lazy_attribute
+
+SWEEP_DIR = Path(__file__).resolve().parent / "sweeps"   # the figures' and studies' sweep presets
 
 _API = {
     "reproduce": "anchorlab.papers.reproduce:reproduce",

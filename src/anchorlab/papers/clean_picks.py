@@ -71,17 +71,18 @@ RULE = CleanRule()
 
 def designs() -> dict[str, tuple[str, "ExperimentConfig"]]:
     """run id -> (sweep preset, config) over every bundled sweep preset that expands on this machine."""
-    from anchorlab.sweep.grid import SWEEP_DIR, expand
+    from anchorlab.sweep.grid import expand
+    from anchorlab.sweep.presets import sweep_presets
 
     out: dict[str, tuple[str, Any]] = {}
-    for p in sorted(SWEEP_DIR.glob("*.yaml")):
+    for name, path in sweep_presets().items():
         try:
-            runs = expand(p.stem)
+            runs = expand(path)
         except ConfigError as e:   # a real-task preset whose data is not cached here
-            log.debug("sweep %s does not expand here: %s", p.stem, e)
+            log.debug("sweep %s does not expand here: %s", name, e)
             continue
         for r in runs:
-            out.setdefault(r.run_id, (p.stem, r.config))
+            out.setdefault(r.run_id, (name, r.config))
     return out
 
 
@@ -154,7 +155,7 @@ def retrain(picks: "pd.DataFrame", out: str | Path) -> "pd.DataFrame":
     """Train every picked run from its preset's config into ``out/runs/<run_id>`` (a finished one is kept:
     resumable) and return the picks with the retrained final metrics (``retrained.*``) and ``same_solution``
     (the retrained run passes its side's bars again)."""
-    from anchorlab.io import read_json
+    from anchorlab.sweep.runtable import run_table
     from anchorlab.train import run
 
     known = designs()
@@ -164,12 +165,12 @@ def retrain(picks: "pd.DataFrame", out: str | Path) -> "pd.DataFrame":
         if cfg.run_id() != r["run_id"]:
             raise ConfigError(f"run {r['run_id']}: its preset no longer expands to the committed config")
         d = Path(out) / "runs" / r["run_id"]
-        f = read_json(d / "final.json") if (d / "final.json").is_file() else {}
-        if f.get("status") != "finished":
+        done = run_table([d]) if d.is_dir() else None   # a directory without a finished run reads as no row
+        if done is None or done.empty or done.status.iloc[0] != "finished":
             log.info("retraining %s (%s, %s)", r["run_id"], r["side"], r["preset"])
-            f = run(cfg, d)
-        got = {f"retrained.{k}": (f.get("final") or {}).get(k.split(".", 1)[1]) for k in
-               ("final.id_acc", *SIDES.values())}
+            run(cfg, d)
+            done = run_table([d])
+        got = {f"retrained.{k}": (done[k].iloc[0] if k in done else None) for k in ("final.id_acc", *SIDES.values())}
         same = (got["retrained.final.id_acc"] >= RULE.id_min
                 and got[f"retrained.{SIDES[r['side']]}"] >= RULE.bar)
         rows.append({**r, **got, "same_solution": bool(same), "run_dir": str(d)})

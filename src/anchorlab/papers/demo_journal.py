@@ -9,14 +9,20 @@ The demo is a sweep (axis ``init.gamma``, seeds zipped) on the one sweep runner:
 torch thread each, resumable, results in ``DIR/results.sqlite``::
 
     DIR/runs/<run_id>/           run directories (DIR/large_init, DIR/small_init link to them)
-    DIR/summary.json             {"models": one object per model (arm, gamma, paper_gamma, id_acc, ood_acc,
-                                 the answers on the unseen pairs, verdict, wall time), "rule", "measured"}
+    DIR/summary.json             {"models": one object per model (arm, init.gamma, paper_gamma, final.id_acc,
+                                 final.ood_acc, best.ood_acc, the answers on the unseen pairs, verdict, wall
+                                 time), "rule", "measured"}
     DIR/summary.csv              one row per model
     DIR/rate.csv                 the rate table's rows for these runs (docs/figures/demo_rate_cpu.csv's columns)
     DIR/demo.png                 ID and unseen-pair accuracy over training; each model's W_Q(1) cosine matrix
 
 The setting's measured rate is a research output read from the committed table ``demo_rate_cpu.csv`` in the
 figures folder (:func:`anchorlab.io.figures_dir`), never kept in the code.
+
+A model's row names its values as the run table does (``init.gamma``, ``final.id_acc``, ``final.ood_acc``,
+``best.ood_acc``, ``seed``, ``steps``, ``wall_seconds``, ``device``); its own columns keep theirs (``arm``,
+``op_set``, ``paper_gamma``, ``std``, the answer shares, ``verdict``) and ``precision_label`` is the precision
+in a word or two (``bf16 autocast``), not the run table's ``precision`` (the matmul dtype).
 """
 
 from __future__ import annotations
@@ -40,8 +46,9 @@ RULE = (f"small init composes: ID >= {ID_MIN} and unseen-pair accuracy >= {COMPO
         f"the seen pairs: ID >= {ID_MIN} and unseen-pair accuracy <= {MEMORIZE_MAX}; the contrast holds for a "
         f"seed when both do")
 RATE_TABLE = "demo_rate_cpu.csv"
-RATE_COLUMNS = ["op_set", "seed", "arm", "gamma", "paper_gamma", "id_acc", "ood_acc", "wall_seconds"]
-RATE_EXTRA = ["ood_best", "steps", "precision", "device", "run_id"]   # the best over training (the papers' cell
+GAMMA, ID, OOD, OOD_BEST = "init.gamma", "final.id_acc", "final.ood_acc", "best.ood_acc"
+RATE_COLUMNS = ["op_set", "seed", "arm", GAMMA, "paper_gamma", ID, OOD, "wall_seconds"]
+RATE_EXTRA = [OOD_BEST, "steps", "precision_label", "device", "run_id"]   # the best over training (the papers' cell
 # reads it: mean over seeds of each run's best), what ran, and the run id the demo's spec gives
 RATE_STUDY = ("anchorlab demo --seeds 10 --out runs/demo_rate; anchorlab demo --seeds 3 --op-set K --out "
               "runs/demo_rate_opK (K = 1, 2)")
@@ -126,12 +133,12 @@ def model_row(run_dir: Path) -> dict[str, Any]:
     f = final["final"]
     g = float(res.cfg.init.gamma)
     row = {"arm": arm_of(g), "seed": int(res.cfg.train.init_seed), "op_set": steps_label(res.task.cfg.anchors),
-           "gamma": g, "paper_gamma": round(paper_gamma(g), 3), "std": round(REF_WIDTH ** -g, 4),
-           "id_acc": float(f["id_acc"]), "ood_acc": float(f["ood_acc"]),
-           "ood_best": float((final.get("best") or {}).get("ood_acc", float("nan"))), **answer_shares(res),
+           GAMMA: g, "paper_gamma": round(paper_gamma(g), 3), "std": round(REF_WIDTH ** -g, 4),
+           ID: float(f["id_acc"]), OOD: float(f["ood_acc"]),
+           OOD_BEST: float((final.get("best") or {}).get("ood_acc", float("nan"))), **answer_shares(res),
            "verdict": verdict(float(f["id_acc"]), float(f["ood_acc"])), "steps": int(final["steps"]),
            "wall_seconds": round(float(final["wall_seconds"]), 1),
-           "precision": precision_label(final.get("precision") or {}),
+           "precision_label": precision_label(final.get("precision") or {}),
            "device": (final.get("precision") or {}).get("device", ""), "run_id": Path(run_dir).name,
            "run_dir": str(run_dir)}
     return row
@@ -139,12 +146,12 @@ def model_row(run_dir: Path) -> dict[str, Any]:
 
 def judge_seeds(rate: pd.DataFrame) -> pd.DataFrame:
     """Per op set and seed: whether the small init composed, the large init memorized, and both (the contrast)."""
-    t = rate.assign(fit=rate.id_acc >= ID_MIN)
+    t = rate.assign(fit=rate[ID] >= ID_MIN)
     rows = []
     for (op, seed), g in t.groupby(["op_set", "seed"], sort=False):
         small, large = g[g.arm == "small_init"], g[g.arm == "large_init"]
-        sc = bool(len(small) and small.fit.iloc[0] and small.ood_acc.iloc[0] >= COMPOSE_MIN)
-        lm = bool(len(large) and large.fit.iloc[0] and large.ood_acc.iloc[0] <= MEMORIZE_MAX)
+        sc = bool(len(small) and small.fit.iloc[0] and small[OOD].iloc[0] >= COMPOSE_MIN)
+        lm = bool(len(large) and large.fit.iloc[0] and large[OOD].iloc[0] <= MEMORIZE_MAX)
         rows.append({"op_set": op, "seed": int(seed), "small_composes": sc, "large_memorizes": lm,
                      "contrast": sc and lm})
     return pd.DataFrame(rows)
@@ -193,7 +200,7 @@ def run(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), worker
     failed = runs[~runs.status.isin(TRAINED)]
     if len(failed):
         raise RuntimeError(f"demo runs did not finish: {failed[['run_id', 'status', 'error']].to_dict('records')}")
-    rows = sorted((model_row(out / "runs" / rid) for rid in runs.run_id), key=lambda r: (r["seed"], r["gamma"]))
+    rows = sorted((model_row(out / "runs" / rid) for rid in runs.run_id), key=lambda r: (r["seed"], r[GAMMA]))
     for r in rows:   # friendly names beside the run-id directories
         link = out / (r["arm"] + ("" if seeds == 1 else f"_seed{r['seed']}"))
         if not link.exists() and not link.is_symlink():
@@ -213,7 +220,7 @@ def run(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), worker
     history = history_table([out])
     curves = {r["arm"]: history[history.run_id == Path(r["run_dir"]).name].reset_index(drop=True) for r in first}
     wq = {r["arm"]: first_layer_wq(Path(r["run_dir"])) for r in first}
-    labels = {r["arm"]: f"{r['arm']}: journal gamma {r['gamma']:g} (std {r['std']:.3g})" for r in first}
+    labels = {r["arm"]: f"{r['arm']}: journal gamma {r[GAMMA]:g} (std {r['std']:.3g})" for r in first}
     save_figure(plot_demo(curves, wq, labels), out / "demo", formats=("png",), dpi=120)
     return table
 
@@ -277,13 +284,13 @@ def _device_of_table() -> str:
 def plain_sentence(table: pd.DataFrame) -> str:
     """The demo's outcome in one plain sentence (the first seed's pair)."""
     first = table[table.seed == table.seed.iloc[0]]
-    by = {r.arm: r for r in first.itertuples(index=False)}
+    by = {r["arm"]: r for r in first.to_dict("records")}
     large, small = by.get("large_init"), by.get("small_init")
     if large is None or small is None:
         return ""
     j = judge_seeds(first.assign(op_set=first.op_set.iloc[0]))
     shows = bool(j.contrast.iloc[0])
-    return (f"In plain words: the large init {large.verdict.split(' (')[0]} (unseen pairs {large.ood_acc:.2f}) and "
-            f"the small init {small.verdict.split(' (')[0]} (unseen pairs {small.ood_acc:.2f}): "
+    return (f"In plain words: the large init {large['verdict'].split(' (')[0]} (unseen pairs {large[OOD]:.2f}) "
+            f"and the small init {small['verdict'].split(' (')[0]} (unseen pairs {small[OOD]:.2f}): "
             + ("the init rate decided between memorizing and reasoning." if shows else
                "this seed does not show the contrast; the measured rate above says how often it holds."))

@@ -222,7 +222,7 @@ def plot_run_history(history: pd.DataFrame, metrics: Sequence[str] | None = None
     return fig
 
 
-def plot_journal_grid(cells: pd.DataFrame, reading: str = "best", x: str = "weight_decay", y: str = "gamma_axis",
+def plot_journal_grid(cells: pd.DataFrame, reading: str = "best", x: str = "optim.weight_decay", y: str = "gamma_axis",
                       thresholds: PhaseThresholds = PhaseThresholds(), journal: str = "journal_phase",
                       xlabel: str | None = None, ylabel: str | None = None) -> Figure:
     """Journal Fig. 3B beside the journal's own cells: (left) our mean OOD accuracy of ``reading`` over

@@ -35,8 +35,9 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import yaml
 
 from anchorlab.config import (ConfigError, ExperimentConfig, apply_overrides, experiment_from_dict, load_yaml, parse_scalar,
-                      resolve_named, set_dotted)
+                      set_dotted)
 from anchorlab.sweep.aggregate import AggregateOptions
+from anchorlab.sweep.presets import resolve_sweep   # a preset's name -> its file (the search path)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -119,14 +120,6 @@ class SweepSpec:
             d["zip"] = zips
         d["aggregate"] = self.aggregate.to_dict()
         return d
-
-
-SWEEP_DIR = Path(__file__).resolve().parent.parent / "sweeps"
-
-
-def resolve_sweep(spec: str | Path) -> Path:
-    """A sweep YAML path or a bundled sweep preset name (e.g. ``fig2_cpu``)."""
-    return resolve_named(spec, SWEEP_DIR, "sweep spec")
 
 
 # ------------------------------------------------------------------ parsing
@@ -295,7 +288,8 @@ def sweep_from_dict(data: Mapping[str, Any], spec_dir: str | Path | None = None)
 
 
 def load_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path") -> SweepSpec:
-    """A :class:`SweepSpec`, a mapping, a YAML file path or a bundled preset name -> :class:`SweepSpec`."""
+    """A :class:`SweepSpec`, a mapping, a YAML file path or a preset's name (:mod:`anchorlab.sweep.presets`)
+    -> :class:`SweepSpec`."""
     if isinstance(spec, SweepSpec):
         return spec
     if isinstance(spec, Mapping):

@@ -2,9 +2,11 @@
 
 Input: a run table (:mod:`anchorlab.sweep.runtable`) of the journal task (both (3,4) and (4,3) unseen) with,
 where known, ``lr_sum`` (the sum of the learning rate over the run, for the decay exponent) and
-``stable_rank`` (of the first layer's query weights, heads merged: Fig. 5C). :func:`journal_view` names each
-run's values as the judgement reads them; :func:`journal_cells` gives one row per (depth, clock, init rate,
-weight decay) with the phase of the cell's *mean* ID and OOD accuracy under both readings:
+``cond/wq0_stable_rank`` (of the first layer's query weights, heads merged: Fig. 5C). :func:`journal_view` adds
+each run's journal gamma, decay row and phase per reading, and reads every other value under the run table's
+names (``model.n_layers``, ``optim.weight_decay``, ``best.<metric>`` / ``final.<metric>`` of a metric
+definition); :func:`journal_cells` gives one row per (depth, clock, init rate, weight decay) with the phase of
+the cell's *mean* ID and OOD accuracy under both readings:
 
     best    each run's best over training (the authors' figure code, fig_code/fig3/figB.py: ``max`` of the log)
     final   each run's last evaluation
@@ -40,7 +42,9 @@ JOURNAL_PHASES: dict[float, tuple[str, str, str, str]] = {
     0.55: ("2c", "2c", "2c", "3"), 0.6: ("3", "3", "3", "3"), 0.65: ("3", "3", "3", "3"),
     0.7: ("3", "3", "3", "3"), 0.75: ("3", "3", "3", "3"), 0.8: ("3", "3", "3", "3")}
 READINGS = ("best", "final")
-CELL_KEYS = ["n_layers", "clock", "gamma_axis", "weight_decay"]
+DEPTH, WD, STABLE_RANK = "model.n_layers", "optim.weight_decay", "cond/wq0_stable_rank"
+CELL_KEYS = [DEPTH, "clock", "gamma_axis", WD]
+AXIS_WORDS = {"gamma_axis": "gamma", WD: "weight_decay"}   # how a claim line names the axis it runs along
 RANK = {"1": 1.0, "2n": 2.0, "2": 2.25, "2c": 2.5, "3": 3.0}   # order of the labels along the journal's axis
 
 
@@ -76,12 +80,20 @@ def _col(rows: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(rows[name], errors="coerce") if name in rows else pd.Series(math.nan, index=rows.index)
 
 
+def reading_columns(d: MetricDefinition) -> dict[str, str]:
+    """The run-table column each per-run reading of definition ``d`` is: ``id_best`` -> ``best.<d.id>``,
+    ``ood_final`` -> ``final.<d.ood>``, ..., ``commutativity`` -> ``final.<d.commutativity>`` (at the run's end
+    in both readings), ``stable_rank`` -> ``cond/wq0_stable_rank``. A cell's means carry the short names."""
+    out = {f"{m}_{r}": f"{r}.{getattr(d, m)}" for r in READINGS for m in ("id", "ood")}
+    return {**out, "commutativity": f"final.{d.commutativity}", "stable_rank": STABLE_RANK}
+
+
 def journal_view(rows: pd.DataFrame, d: MetricDefinition, th: PhaseThresholds = PhaseThresholds()) -> pd.DataFrame:
-    """One row per trained run (finished or stopped early): the run table's columns, then ``paper_gamma`` (read at width 640), ``gamma_axis``
-    (the paper gamma, else the plain gamma), ``weight_decay``, ``journal_wd``, ``n_layers``, ``seed``, the
-    ID / OOD accuracy of definition ``d`` as ``id_best`` / ``ood_best`` / ``id_final`` / ``ood_final``,
-    ``commutativity`` (final), ``stable_rank`` (NaN where unknown) and each run's ``phase_best`` /
-    ``phase_final`` label, sorted by the cell keys and seed."""
+    """One row per trained run (finished or stopped early): the run table's columns (those the judgement reads
+    as numbers, NaN where unknown: ``model.n_layers``, ``optim.weight_decay``, ``clock``, ``seed``, ``lr_sum`` and
+    the columns of :func:`reading_columns`), then ``paper_gamma`` (read at width 640), ``gamma_axis`` (the paper gamma,
+    else the plain gamma), ``journal_wd`` and each run's ``phase_best`` / ``phase_final`` label, sorted by the
+    cell keys and seed."""
     need = ["init.gamma", "optim.weight_decay", f"best.{d.id}", f"best.{d.ood}"]
     missing = [c for c in need if c not in rows]
     if missing:
@@ -92,34 +104,28 @@ def journal_view(rows: pd.DataFrame, d: MetricDefinition, th: PhaseThresholds = 
     v["paper_gamma"] = [journal_gamma(a, r, w) for a, r, w in zip(g, v.get("init.ref_width", [None] * len(v)),
                                                               v.get("model.d_model", [None] * len(v)))]
     v["gamma_axis"] = v.paper_gamma.fillna(g)
-    v["weight_decay"] = _col(v, "optim.weight_decay")
-    v["lr_sum"] = _col(v, "lr_sum")
-    v["journal_wd"] = [journal_wd(w, s) for w, s in zip(v.weight_decay, v.lr_sum)]
-    v["n_layers"] = _col(v, "model.n_layers")
-    v["clock"] = _col(v, "clock")
-    v["seed"] = _col(v, "seed")
-    for reading in READINGS:
-        v[f"id_{reading}"] = _col(v, f"{reading}.{d.id}")
-        v[f"ood_{reading}"] = _col(v, f"{reading}.{d.ood}")
-    v["commutativity"] = _col(v, f"final.{d.commutativity}")
-    v["stable_rank"] = _col(v, "stable_rank")
+    v["journal_wd"] = [journal_wd(w, s) for w, s in zip(_col(v, WD), _col(v, "lr_sum"))]
+    read = reading_columns(d)
+    for col in (WD, "lr_sum", DEPTH, "clock", "seed", *read.values()):
+        v[col] = _col(v, col)
     for reading in READINGS:
         v[f"phase_{reading}"] = [classify_phase(i, o, c, th)[1] for i, o, c in
-                                 zip(v[f"id_{reading}"], v[f"ood_{reading}"], v.commutativity)]
+                                 zip(v[read[f"id_{reading}"]], v[read[f"ood_{reading}"]], v[read["commutativity"]])]
     return v.sort_values([*CELL_KEYS, "seed"], na_position="first").reset_index(drop=True)
 
 
-def journal_cells(view: pd.DataFrame, th: PhaseThresholds = PhaseThresholds()) -> pd.DataFrame:
-    """One row per (depth, clock, init rate, weight decay): ``n_seeds``, the mean ID / OOD of each reading,
+def journal_cells(view: pd.DataFrame, d: MetricDefinition, th: PhaseThresholds = PhaseThresholds()) -> pd.DataFrame:
+    """One row per (depth, clock, init rate, weight decay) of a :func:`journal_view` under definition ``d``:
+    ``n_seeds``, the mean ID / OOD of each reading (``id_best``, ``ood_best``, ``id_final``, ``ood_final``),
     the mean commutativity and its triangle (``comm_low``: below the commutativity threshold), the phase of
     the means per reading (``phase_best`` / ``phase_final``: label, ``phase_*_index``: 1-3), the mean
     ``stable_rank`` (NaN where no run of the cell has one), the journal's row (``journal_wd``) and its phase
     label there (``journal_phase``, ``""`` off its grid) and whether the best reading agrees with it."""
     if view.empty:
         return pd.DataFrame(columns=[*CELL_KEYS, "n_seeds"])
-    cols = ["id_best", "ood_best", "id_final", "ood_final", "commutativity", "stable_rank"]
+    read = reading_columns(d)
     t = view.groupby(CELL_KEYS, dropna=False)
-    cells = t[cols].mean().reset_index()
+    cells = t[list(read.values())].mean().set_axis(list(read), axis=1).reset_index()
     cells.insert(len(CELL_KEYS), "n_seeds", t.seed.nunique().to_numpy())
     cells.insert(len(CELL_KEYS), "paper_gamma", t.paper_gamma.first().to_numpy())
     cells["journal_wd"] = t.journal_wd.first().to_numpy()
@@ -143,7 +149,7 @@ def main_cells(cells: pd.DataFrame) -> pd.DataFrame:
     """The cells the claims read: the depth and clock with the most cells (a corner run at another depth
     or clock is left to the depth table)."""
     t = cells
-    for key in ("n_layers", "clock"):
+    for key in (DEPTH, "clock"):
         if key in t and len(t) and t[key].notna().any():
             t = t[t[key] == t[key].value_counts().idxmax()]
     return t
@@ -193,15 +199,13 @@ def claim_lines(cells: pd.DataFrame, readings: Sequence[str] = READINGS) -> pd.D
     equal to the journal's, ``k/n``) and ``holds_<reading>``: our line goes the journal's way."""
     t = main_cells(cells)
     out: list[dict[str, object]] = []
-    for claim, along, across in (("init rate", "gamma_axis", "weight_decay"),
-                                 ("weight decay", "weight_decay", "gamma_axis")):
+    for claim, along, across in (("init rate", "gamma_axis", WD), ("weight decay", WD, "gamma_axis")):
         for key, line in t.sort_values(along).groupby(across, sort=True):
             journal = list(line.journal_phase)
-            where = (f"wd {key:g} (journal {line.journal_wd.iloc[0]:g})" if across == "weight_decay"
-                     else f"gamma {key:g}")
+            where = (f"wd {key:g} (journal {line.journal_wd.iloc[0]:g})" if across == WD else f"gamma {key:g}")
             j_walk = _phase_walk(journal)
             row: dict[str, object] = {"claim": f"phase 1 -> 2 -> 3 with the {claim}", "line": where,
-                                      "along": f"{along.replace('_axis', '')} " + " / ".join(f"{x:g}" for x in line[along]),
+                                      "along": f"{AXIS_WORDS[along]} " + " / ".join(f"{x:g}" for x in line[along]),
                                       "journal": _line(journal), "journal_reading": j_walk}
             sr = {"claim": f"stable rank falls with the {claim}", "line": where, "along": row["along"],
                   "journal": _line(journal),
@@ -239,16 +243,16 @@ def journal_reading(claim: str, lines: pd.DataFrame) -> str:
 
 def depth_table(cells: pd.DataFrame, readings: Sequence[str] = READINGS) -> pd.DataFrame:
     """The cells run at more than one depth (same clock, init rate and decay), one row per (cell, depth)."""
-    keys = ["clock", "gamma_axis", "weight_decay"]
-    n = cells.groupby(keys, dropna=False).n_layers.transform("nunique") if len(cells) else pd.Series(dtype=int)
-    cols = [*keys, "n_layers", "n_seeds", *[f"{m}_{r}" for r in readings for m in ("id", "ood", "phase")],
+    keys = ["clock", "gamma_axis", WD]
+    n = cells.groupby(keys, dropna=False)[DEPTH].transform("nunique") if len(cells) else pd.Series(dtype=int)
+    cols = [*keys, DEPTH, "n_seeds", *[f"{m}_{r}" for r in readings for m in ("id", "ood", "phase")],
             "commutativity", "stable_rank", "journal_phase"]
-    return cells[n > 1][cols].sort_values([*keys, "n_layers"]).reset_index(drop=True) if len(cells) else cells
+    return cells[n > 1][cols].sort_values([*keys, DEPTH]).reset_index(drop=True) if len(cells) else cells
 
 
 def cell_readings(cells: pd.DataFrame) -> pd.DataFrame:
     """The cell table in the columns the figure writes (``cells.csv``)."""
-    cols = [*CELL_KEYS[:2], "paper_gamma", "gamma_axis", "weight_decay", "journal_wd", "n_seeds", "id_best",
+    cols = [*CELL_KEYS[:2], "paper_gamma", "gamma_axis", WD, "journal_wd", "n_seeds", "id_best",
             "ood_best", "phase_best", "id_final", "ood_final", "phase_final", "commutativity", "comm_low",
             "stable_rank", "journal_phase", "agrees_best"]
     return cells[[c for c in cols if c in cells]]

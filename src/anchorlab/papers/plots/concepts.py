@@ -18,6 +18,7 @@ from matplotlib.patches import Rectangle
 from anchorlab.config import ConfigError
 
 DEFAULT_COLOR = "tab:purple"
+SCHEME, GAMMA = "init.scheme", "rate_gamma"   # the per-run table's scheme and the rate's gamma (NaN at default)
 
 
 def mosaic(images: np.ndarray, pad: int = 1) -> np.ndarray:
@@ -75,16 +76,18 @@ def plot_shape_accuracy(runs: pd.DataFrame, nodes: Sequence[str] = ("010", "011"
     dashed; the framework-default runs as purple markers at ``default_x`` (PyTorch's default = gamma 0.5 on the
     uniform scale of the presets).
 
-    ``runs``: one row per run with ``scheme`` (``rate`` / ``framework_default``), ``gamma``,
-    ``shape_acc_<node>`` and ``id_all_acc``.
+    ``runs``: one row per run with ``init.scheme`` (``rate`` / ``framework_default``), ``rate_gamma`` (the
+    init rate's gamma; NaN at the default init), ``final.shape_acc_<node>`` and ``final.id_all_acc``.
     """
     colors = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
-    cols = [(f"shape_acc_{n}", f"shape accuracy, node {n}", "-", "o", c) for n, c in zip(nodes, colors)]
+    cols = [(f"final.shape_acc_{n}", f"shape accuracy, node {n}", "-", "o", c) for n, c in zip(nodes, colors)]
     return _accuracy_vs_gamma(runs, cols, default_x)
 
 
-def plot_unseen_accuracy(runs: pd.DataFrame, metrics: Sequence[str] = ("all_acc_010_011", "shape_acc_010_011",
-                                                                      "size_acc_010_011", "color_acc_010_011"),
+def plot_unseen_accuracy(runs: pd.DataFrame, metrics: Sequence[str] = ("final.all_acc_010_011",
+                                                                      "final.shape_acc_010_011",
+                                                                      "final.size_acc_010_011",
+                                                                      "final.color_acc_010_011"),
                          default_x: float = 0.5) -> Figure:
     """The headline (``metrics[0]``, thick: all three concepts right on the unseen nodes) and the per-concept
     accuracies beside it (thin) vs the init rate, as :func:`plot_shape_accuracy`."""
@@ -93,7 +96,7 @@ def plot_unseen_accuracy(runs: pd.DataFrame, metrics: Sequence[str] = ("all_acc_
              "color": "colour right"}
 
     def label(m: str) -> str:
-        key, _, nodes = m.partition("_acc_")
+        key, _, nodes = m.removeprefix("final.").partition("_acc_")
         return f"{names.get(key, key)}, nodes {nodes.replace('_', '/')}" if nodes else m
 
     cols = [(m, label(m), "-", "o" if k == 0 else "^", c) for k, (m, c) in enumerate(zip(metrics, colors))]
@@ -102,21 +105,21 @@ def plot_unseen_accuracy(runs: pd.DataFrame, metrics: Sequence[str] = ("all_acc_
 
 def _accuracy_vs_gamma(runs: pd.DataFrame, cols: list[tuple[str, str, str, str, str]], default_x: float,
                        bold: str = "") -> Figure:
-    """``cols``: (column, label, line style, marker, colour) per line; ``id_all_acc`` is added dashed."""
-    cols = cols + [("id_all_acc", "training nodes, all concepts right", "--", "s", "gray")]
-    need = {"scheme", "gamma", *(c[0] for c in cols)}
+    """``cols``: (column, label, line style, marker, colour) per line; ``final.id_all_acc`` is added dashed."""
+    cols = cols + [("final.id_all_acc", "training nodes, all concepts right", "--", "s", "gray")]
+    need = {SCHEME, GAMMA, *(c[0] for c in cols)}
     if missing := sorted(need - set(runs.columns)):
         raise ConfigError(f"runs: missing columns {', '.join(missing)}")
     fig = Figure(figsize=(5.2, 3.6))
     ax = fig.subplots()
-    rate = runs[runs.scheme == "rate"]
-    default = runs[runs.scheme == "framework_default"]
+    rate = runs[runs[SCHEME] == "rate"]
+    default = runs[runs[SCHEME] == "framework_default"]
     for k, (col, label, ls, marker, color) in enumerate(cols):
         lw = 2.5 if col == bold else 1.2
         if not rate.empty:
-            st = rate.groupby("gamma")[col].agg(["mean", "min", "max"]).reset_index()
-            ax.plot(st.gamma, st["mean"], ls=ls, marker=marker, color=color, label=label, lw=lw)
-            ax.fill_between(st.gamma, st["min"], st["max"], color=color, alpha=0.15)
+            st = rate.groupby(GAMMA)[col].agg(["mean", "min", "max"]).reset_index()
+            ax.plot(st[GAMMA], st["mean"], ls=ls, marker=marker, color=color, label=label, lw=lw)
+            ax.fill_between(st[GAMMA], st["min"], st["max"], color=color, alpha=0.15)
         if not default.empty:
             dx = default_x - 0.015 + 0.01 * k
             ax.scatter([dx] * len(default), default[col], marker=marker, s=36, facecolors="none",

@@ -7,10 +7,13 @@ each run's final metrics (shape accuracy of the classifier-judged samples per
 node), draws a few fresh samples of every node from the first seed of each
 setting for the grid (cached in ``samples/<run_id>.npz``), and writes:
 
-``runs.csv`` (one row per run), ``summary.csv`` (per setting: the headline
-``all_acc_010_011`` -- all three concepts right on the unseen nodes 010 and
-011 -- with the shape, size and colour accuracies on them beside it,
-training-node quality, wall time; mean, min and max over seeds),
+``runs.csv`` (one row per run, under the run table's names: ``init.scheme``,
+``train.init_seed``, ``train.data_seed``, the ``final.*`` metrics; ``rate_gamma``
+is ``init.gamma`` where the init rate is applied, NaN at the framework's
+default init, whose config still holds an unused gamma), ``summary.csv`` (per
+setting: the headline ``all_acc_010_011`` -- all three concepts right on the
+unseen nodes 010 and 011 -- with the shape, size and colour accuracies on them
+beside it, training-node quality, wall time; mean, min and max over seeds),
 ``per_node.csv`` (per setting and node: each concept's accuracy, mean over
 seeds; ``object_rate``: the fraction judged to hold an object),
 ``fig6b.png`` (sample grid, nodes x settings, default framed),
@@ -35,8 +38,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 UNSEEN = ("010", "011")
-HEADLINE = "all_acc_010_011"
-BESIDE = ("shape_acc_010_011", "size_acc_010_011", "color_acc_010_011")
+HEADLINE = "final.all_acc_010_011"
+BESIDE = ("final.shape_acc_010_011", "final.size_acc_010_011", "final.color_acc_010_011")
+SCHEME, GAMMA = "init.scheme", "rate_gamma"   # rate_gamma: init.gamma where the rate is applied, else NaN
 GRID_SAMPLES = 4
 
 
@@ -45,38 +49,40 @@ def setting_of(scheme: str, gamma: float) -> str:
 
 
 def runs_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per run of a run table (:func:`anchorlab.sweep.runtable.run_table`): setting, scheme, gamma,
-    seeds, status, steps, wall time, run directory and every final metric."""
+    """One row per run of a run table (:func:`anchorlab.sweep.runtable.run_table`): setting, ``init.scheme``,
+    ``rate_gamma`` (``init.gamma``; NaN at the framework's default init, which applies no rate), the seeds,
+    status, steps, wall time, run directory and every ``final.*`` metric."""
     import pandas as pd
 
     if not len(rows):
         return pd.DataFrame()
     scheme = rows["init.scheme"] if "init.scheme" in rows else pd.Series("rate", index=rows.index)
     df = pd.DataFrame({"run_id": rows.run_id,
-                       "setting": [setting_of(s, g) for s, g in zip(scheme, rows["init.gamma"])], "scheme": scheme,
-                       "gamma": rows["init.gamma"].where(scheme != "framework_default", math.nan),
-                       "init_seed": rows["train.init_seed"], "data_seed": rows["train.data_seed"],
+                       "setting": [setting_of(s, g) for s, g in zip(scheme, rows["init.gamma"])], SCHEME: scheme,
+                       GAMMA: rows["init.gamma"].where(scheme != "framework_default", math.nan),
+                       "train.init_seed": rows["train.init_seed"], "train.data_seed": rows["train.data_seed"],
                        "status": rows.status, "steps": rows.steps, "wall_seconds": rows.wall_seconds,
-                       "run_dir": rows.run_dir,
-                       **{c.removeprefix("final."): rows[c] for c in rows.columns if c.startswith("final.")}})
-    df["_rate"] = df.scheme != "framework_default"     # the default first, then increasing gamma
-    return df.sort_values(["_rate", "gamma", "init_seed"], ignore_index=True).drop(columns="_rate")
+                       "run_dir": rows.run_dir, **{c: rows[c] for c in rows.columns if c.startswith("final.")}})
+    df["_rate"] = df[SCHEME] != "framework_default"     # the default first, then increasing gamma
+    return df.sort_values(["_rate", GAMMA, "train.init_seed"], ignore_index=True).drop(columns="_rate")
 
 
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per setting (default first, then increasing gamma): mean / min / max over seeds of the headline numbers."""
+    """Per setting (default first, then increasing gamma): mean / min / max over seeds of the headline numbers,
+    each named by its metric (``all_acc_010_011``, ``all_acc_010_011_min``, ...)."""
     import pandas as pd
 
-    cols = [HEADLINE, *BESIDE] + [f"{k}_acc_{n}" for n in UNSEEN for k in ("all", "shape", "size", "color")]
-    cols += ["ood_shape_acc", "id_all_acc", "ood_all_acc", "id_denoise_loss", "ood_denoise_loss"]
-    cols += [f"object_rate_{n}" for n in UNSEEN] + ["wall_seconds"]
-    cols = [c for c in cols if c in df]
+    metrics = [f"{k}_acc_{n}" for n in UNSEEN for k in ("all", "shape", "size", "color")]
+    metrics += ["ood_shape_acc", "id_all_acc", "ood_all_acc", "id_denoise_loss", "ood_denoise_loss"]
+    cols = [HEADLINE, *BESIDE] + [f"final.{m}" for m in metrics + [f"object_rate_{n}" for n in UNSEEN]]
+    cols = [c for c in cols + ["wall_seconds"] if c in df]
     out = []
     for setting, g in df.groupby("setting", sort=False):
-        row = {"setting": setting, "scheme": g.scheme.iloc[0], "gamma": g.gamma.iloc[0], "seeds": len(g)}
+        row = {"setting": setting, SCHEME: g[SCHEME].iloc[0], GAMMA: g[GAMMA].iloc[0], "seeds": len(g)}
         for c in cols:
-            row[c] = g[c].mean()
-            row[f"{c}_min"], row[f"{c}_max"] = g[c].min(), g[c].max()
+            name = c.removeprefix("final.")
+            row[name] = g[c].mean()
+            row[f"{name}_min"], row[f"{name}_max"] = g[c].min(), g[c].max()
         out.append(row)
     return pd.DataFrame(out)
 
@@ -90,12 +96,12 @@ def per_node_table(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for setting, g in df.groupby("setting", sort=False):
         for node in NODES:
-            if f"shape_acc_{node}" not in g:
+            if f"final.shape_acc_{node}" not in g:
                 continue
             row = {"setting": setting, "node": node, "description": describe(node),
-                   **{f"{k}_acc": g[f"{k}_acc_{node}"].mean() for k in ("shape", "size", "color", "all")}}
-            if f"object_rate_{node}" in g:     # runs evaluated before the classifier's object output have none
-                row["object_rate"] = g[f"object_rate_{node}"].mean()
+                   **{f"{k}_acc": g[f"final.{k}_acc_{node}"].mean() for k in ("shape", "size", "color", "all")}}
+            if f"final.object_rate_{node}" in g:  # runs evaluated before the classifier's object output have none
+                row["object_rate"] = g[f"final.object_rate_{node}"].mean()
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -108,7 +114,7 @@ def grid_samples(df: pd.DataFrame, out: Path) -> dict[str, np.ndarray]:
 
     samples = {}
     for setting, g in df.groupby("setting", sort=False):
-        r = g.sort_values("init_seed").iloc[0]
+        r = g.sort_values("train.init_seed").iloc[0]
         path = out / "samples" / f"{r.run_id}.npz"
         if not path.exists():
             run = load_run(r.run_dir)
@@ -145,18 +151,18 @@ def _at(t: pd.DataFrame, which: str, col: str = HEADLINE) -> float:
     if t.empty or col not in t:
         return math.nan
     if which == "default":
-        sub = t[t.scheme == "framework_default"]
+        sub = t[t[SCHEME] == "framework_default"]
     else:
-        rate = t[t.scheme == "rate"]
-        sub = rate[rate.gamma == rate.gamma.max()] if len(rate) else rate
+        rate = t[t[SCHEME] == "rate"]
+        sub = rate[rate[GAMMA] == rate[GAMMA].max()] if len(rate) else rate
     return float(sub[col].mean()) if len(sub) else math.nan
 
 
 def _trend(t: pd.DataFrame) -> str:
-    rate = t[t.scheme == "rate"] if "scheme" in t else t
+    rate = t[t[SCHEME] == "rate"] if SCHEME in t else t
     if rate.empty or HEADLINE not in rate:
         return "n/a"
-    m = rate.groupby("gamma")[HEADLINE].mean()
+    m = rate.groupby(GAMMA)[HEADLINE].mean()
     return " -> ".join(f"{v:.2f}" for v in m.values) + f" (gamma {', '.join(f'{g:g}' for g in m.index)})"
 
 
@@ -175,9 +181,9 @@ FIG6_CLAIMS = (
     Claim("all-three accuracy on 010 and 011 rises with the init rate", "increasing",
           lambda t: _trend(t["runs"])),
     Claim("the training nodes are drawn right (all three concepts), default init", "(implied)",
-          lambda t: _at(t["runs"], "default", "id_all_acc")),
+          lambda t: _at(t["runs"], "default", "final.id_all_acc")),
     Claim("the training nodes are drawn right (all three concepts), largest init rate", "(implied)",
-          lambda t: _at(t["runs"], "largest", "id_all_acc")),
+          lambda t: _at(t["runs"], "largest", "final.id_all_acc")),
 )
 
 register(Figure(
@@ -190,10 +196,10 @@ register(Figure(
 
 def _rate_mean(t: pd.DataFrame, gamma: float | None) -> float:
     """Mean headline of the rate runs at ``gamma`` (None: the largest gamma)."""
-    rate = t[t.scheme == "rate"] if not t.empty and HEADLINE in t else t.iloc[0:0]
+    rate = t[t[SCHEME] == "rate"] if not t.empty and HEADLINE in t else t.iloc[0:0]
     if rate.empty:
         return math.nan
-    sub = rate[rate.gamma == (rate.gamma.max() if gamma is None else gamma)]
+    sub = rate[rate[GAMMA] == (rate[GAMMA].max() if gamma is None else gamma)]
     return float(sub[HEADLINE].mean()) if len(sub) else math.nan
 
 

@@ -12,11 +12,12 @@ paper scale the journal's grid (``fig3_paper``).
 The maker reads one run table (``out/sweep`` and any ``--from-table`` CSVs, e.g. the committed
 ``docs/figures/journal_fig3_cpu.csv``) and writes::
 
-    runs.csv        one row per run: the run table, then paper_gamma (read at width 640), weight_decay, seed,
-                    id / ood accuracy best and final (metric definition authors-fig3: ID = pair (1,2) on
-                    test keys, OOD = (4,3) on training keys), each run's phase per reading, commutativity
-                    (final), the stable rank of the first layer's W_Q (heads merged) and its condensation,
-                    read from the run's weights where its directory is at hand (a committed row keeps them)
+    runs.csv        one row per run: the run table (ID / OOD accuracy, best and final, under the metric
+                    definition authors-fig3: best. / final.acc/12/test, pair (1,2) on test keys, and
+                    acc/43/train, (4,3) on training keys; commutativity: final.commutativity), then lr_sum,
+                    the first layer's W_Q condensation and stable rank (cond/*, read from the run's weights
+                    where its directory is at hand; a committed row keeps them), paper_gamma (read at width
+                    640), gamma_axis, journal_wd and each run's phase per reading
     cells.csv       per (depth, clock, init rate, weight decay): the phase of the mean ID and OOD per
                     reading, mean commutativity and its triangle, mean stable rank, the journal's phase there
     claims.csv      the journal's three claims along every row and column, ours beside the journal's cells
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 METRICS = "authors-fig3"
+DEPTH, DECAY = "model.n_layers", "optim.weight_decay"   # the cells' keys, under the run table's names
 GAMMA_LABEL = "init rate: gamma at width 640 (the journal's)"
 CLOCKS = {   # the optimizer clock as a fraction of the journal's 92,190 steps; decay rows matched by exponent
     "0.5": {"train.epochs": 118.2, "optim.warmup_epochs": 5.63, "optim.cosine_epochs": 112.57,
@@ -58,14 +60,11 @@ STEP_NOTE = ("Measured on a 2-core AVX512-BF16 EPYC at one thread a run, bf16 au
 
 def with_values(rows: pd.DataFrame) -> pd.DataFrame:
     """The run table with ``lr_sum`` (from each run's config), the first layer's W_Q condensation and stable
-    rank (``stable_rank``, from the run's weights where its directory is at hand; a committed row keeps its
-    own)."""
+    rank (``cond/*``, ``cond/wq0_stable_rank``: from the run's weights where its directory is at hand; a
+    committed row keeps its own)."""
     from anchorlab.papers.reproduce.figures_wd import with_run_values
 
-    out = with_run_values(rows)
-    got = out["cond/wq0_stable_rank"]
-    out["stable_rank"] = got.combine_first(out["stable_rank"]) if "stable_rank" in out else got
-    return out
+    return with_run_values(rows)
 
 
 def condensation_matrices(view: pd.DataFrame) -> tuple[int | None, dict[tuple, np.ndarray]]:
@@ -77,14 +76,14 @@ def condensation_matrices(view: pd.DataFrame) -> tuple[int | None, dict[tuple, n
     have = view[[isinstance(d, str) and bool(d) and (Path(d) / "config.yaml").exists() for d in view.run_dir]]
     if have.empty:
         return None, {}
-    for key in ("n_layers", "clock"):
+    for key in (DEPTH, "clock"):
         have = have[have[key] == have[key].value_counts().idxmax()]
     seed = int(have.seed.min())
     mats = {}
-    for r in have[have.seed == seed].itertuples():
+    for _, r in have[have.seed == seed].iterrows():
         C = cosine_matrix(load_run(r.run_dir).model.blocks[0].attn.W_Q.weight.detach().float())
         o = condensation_order(C)
-        mats.setdefault((r.gamma_axis, r.weight_decay), C[o][:, o].numpy())
+        mats.setdefault((r.gamma_axis, r[DECAY]), C[o][:, o].numpy())
     return seed, mats
 
 
@@ -96,20 +95,21 @@ def make_journal3(rows: pd.DataFrame, out: Path, scale: str) -> Made:
     from anchorlab.plots.phase import plot_journal_grid
     from anchorlab.plots.save import save_figure
     from anchorlab.plots.sweep import plot_matrix_grid
-    view = journal_view(with_values(rows), metric_definition(METRICS)) if len(rows) else rows
+    d = metric_definition(METRICS)
+    view = journal_view(with_values(rows), d) if len(rows) else rows
     if view.empty:
         return {"runs": view}, {}
-    cells = journal_cells(view)
+    cells = journal_cells(view, d)
     tables = {"runs": view, "cells": cell_readings(cells), "claims": claim_lines(cells), "depth": depth_table(cells)}
     main = main_cells(cells)
     files: dict[str, Path] = {}
     for reading in ("best", "final"):
-        files[f"fig3b_{reading}.png"] = save_figure(plot_journal_grid(main, reading, xlabel="weight decay",
+        files[f"fig3b_{reading}.png"] = save_figure(plot_journal_grid(main, reading, x=DECAY, xlabel="weight decay",
                                                                       ylabel=GAMMA_LABEL), out / f"fig3b_{reading}",
                                                     formats=("png",), dpi=120)[0]
-    wds = sorted(main.weight_decay.unique())
+    wds = sorted(main[DECAY].unique())
     row = "weight-decay row: " + " / ".join(f"{w:g}" for w in wds)   # evenly spaced, as the journal draws them
-    bubbles = main.assign(phase=main.phase_best_index.astype(float), **{row: main.weight_decay.map(wds.index),
+    bubbles = main.assign(phase=main.phase_best_index.astype(float), **{row: main[DECAY].map(wds.index),
                                                                         GAMMA_LABEL: main.gamma_axis})
     if bubbles.stable_rank.notna().any():
         fig = plot_stable_rank_bubbles(bubbles, x=row, y=GAMMA_LABEL, size="phase",
@@ -139,7 +139,7 @@ def _corner(init: str, wd: str, reading: str = "best"):
         c = main_cells(t["cells"])
         if not len(c):
             return "n/a"
-        g, w = c.gamma_axis, c.weight_decay
+        g, w = c.gamma_axis, c[DECAY]
         hit = c[(g == (g.max() if init == "small" else g.min())) & (w == (w.max() if wd == "max" else w.min()))]
         return str(hit[f"phase_{reading}"].iloc[0]) if len(hit) else "n/a"
     return read

@@ -13,6 +13,7 @@ from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register
 if TYPE_CHECKING:
     import pandas as pd
 
+GAMMA, PPL = "init.gamma", "final.val_ppl"   # the run table's names the tables carry
 NAMES = {"python_stdlib": "code", "python_stdlib+python_docs": "code+prose",
          "RedPajamaGithub": "GitHub", "RedPajamaGithub+RedPajamaWikipedia": "GitHub+Wikipedia"}
 
@@ -29,9 +30,14 @@ def _composition(row: pd.Series) -> str:
 
 
 def lm_tables(rows: pd.DataFrame, history: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """``finals``: one row per run of a run table (composition, gamma, init and data seed, run id, final/best
-    val perplexity, tokens seen, steps, status, wall seconds); ``curves``: one row per evaluation of the
-    history table (tokens seen = step x batch x seq_len)."""
+    """``finals``: one row per run of a run table under the run table's names (``composition``,
+    ``init.gamma``, ``train.init_seed``, ``train.data_seed``, ``run_id``, ``final.val_ppl``, ``best_val_ppl``,
+    ``final.val_loss``, ``tokens_seen``, ``steps``, ``status``, ``wall_seconds``); ``curves``: one row per
+    evaluation of the history table (tokens seen = step x batch x seq_len).
+
+    ``final.*`` is the run's last evaluation (as final.json's ``final``); ``best_val_ppl`` is the lowest
+    validation perplexity after step 0 read from the history, not final.json's ``best.val_ppl``, which runs
+    written before perplexity counted as lower-is-better hold as the maximum."""
     import pandas as pd
 
     from anchorlab.sweep.runtable import run_history
@@ -44,28 +50,28 @@ def lm_tables(rows: pd.DataFrame, history: pd.DataFrame) -> dict[str, pd.DataFra
         per_step = int(f["train.batch_size"]) * int(f["task.seq_len"])
         hist = run_history(history, f.run_id)
         last = hist[-1] if hist else {}
-        out.append({"composition": comp, "gamma": f["init.gamma"],
-                    "init_seed": f["train.init_seed"], "data_seed": f["train.data_seed"], "run_id": f.run_id,
-                    "final_val_ppl": last.get("val_ppl", math.nan),
+        out.append({"composition": comp, GAMMA: f[GAMMA],
+                    "train.init_seed": f["train.init_seed"], "train.data_seed": f["train.data_seed"],
+                    "run_id": f.run_id, PPL: last.get("val_ppl", math.nan),
                     "best_val_ppl": min((h["val_ppl"] for h in hist[1:] if h.get("val_ppl") is not None),
                                         default=math.nan),
-                    "final_val_loss": last.get("val_loss", math.nan), "tokens_seen": (f.steps or 0) * per_step,
+                    "final.val_loss": last.get("val_loss", math.nan), "tokens_seen": (f.steps or 0) * per_step,
                     "steps": f.steps, "status": f.status, "wall_seconds": f.wall_seconds})
-        curves += [{"composition": comp, "gamma": f["init.gamma"], "run_id": f.run_id, "step": h["step"],
+        curves += [{"composition": comp, GAMMA: f[GAMMA], "run_id": f.run_id, "step": h["step"],
                     "tokens": h["step"] * per_step, "val_ppl": h.get("val_ppl"), "train_loss": h.get("train_loss")}
                    for h in hist]
     finals_df = pd.DataFrame(out)
     if len(finals_df):
-        finals_df = finals_df.sort_values(["composition", "gamma", "init_seed", "data_seed"], ignore_index=True)
+        finals_df = finals_df.sort_values(["composition", GAMMA, "train.init_seed", "train.data_seed"],
+                                          ignore_index=True)
     return {"finals": finals_df, "curves": pd.DataFrame(curves)}
 
 
 def summary(finals_df: pd.DataFrame) -> pd.DataFrame:
-    """Composition x gamma: seed-mean (and min/max) of the final validation perplexity, tokens seen, seeds
-    (runs: one per init / data seed pair)."""
-    g = finals_df.groupby(["composition", "gamma"])
-    return g.agg(final_val_ppl=("final_val_ppl", "mean"), ppl_min=("final_val_ppl", "min"),
-                 ppl_max=("final_val_ppl", "max"), tokens_seen=("tokens_seen", "mean"),
+    """Composition x ``init.gamma``: seed-mean (``final_val_ppl``; ``ppl_min`` / ``ppl_max``) of the final
+    validation perplexity, tokens seen, seeds (runs: one per init / data seed pair)."""
+    g = finals_df.groupby(["composition", GAMMA])
+    return g.agg(final_val_ppl=(PPL, "mean"), ppl_min=(PPL, "min"), ppl_max=(PPL, "max"), tokens_seen=("tokens_seen", "mean"),
                  seeds=("run_id", "nunique")).reset_index()
 
 
@@ -86,7 +92,7 @@ def smaller_init_lower_ppl(t: dict[str, pd.DataFrame]) -> float:
     s = t["summary"]
     if s.empty:
         return math.nan
-    ok = [bool((g.sort_values("gamma").final_val_ppl.diff().dropna() < 0).all()) for _, g in s.groupby("composition")]
+    ok = [bool((g.sort_values(GAMMA).final_val_ppl.diff().dropna() < 0).all()) for _, g in s.groupby("composition")]
     return sum(ok) / len(ok)
 
 
@@ -95,7 +101,7 @@ def ppl_ratio(t: dict[str, pd.DataFrame]) -> float:
     s = t["summary"]
     if s.empty:
         return math.nan
-    r = [g.sort_values("gamma").final_val_ppl.iloc[0] / g.sort_values("gamma").final_val_ppl.iloc[-1]
+    r = [g.sort_values(GAMMA).final_val_ppl.iloc[0] / g.sort_values(GAMMA).final_val_ppl.iloc[-1]
          for _, g in s.groupby("composition")]
     return sum(r) / len(r)
 

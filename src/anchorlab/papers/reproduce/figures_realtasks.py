@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 SETTING_NAMES = {True: "small init + large wd", False: "large init + small wd"}
+SIZE, OOD = "task.train_size", "final.ood_exact"   # the run table's names the claims read
 
 
 def setting_names(gammas: pd.Series, wds: pd.Series) -> list[str]:
@@ -44,8 +45,9 @@ def knob_effect(t: pd.DataFrame, col: str, knob: str) -> float:
 
 
 def finals_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per run of a run table (:func:`anchorlab.sweep.runtable.run_table`): dataset, setting,
-    train_size, gamma, weight decay, status, steps, final metrics, wall time.
+    """One row per run of a run table (:func:`anchorlab.sweep.runtable.run_table`) under the run table's names:
+    ``run_id``, ``task.name``, ``setting``, ``task.train_size``, ``init.gamma``, ``optim.weight_decay``,
+    ``status``, ``steps``, the ``final.*`` metrics, ``wall_seconds``.
 
     ``setting`` (:func:`setting_names`) is "small init + large wd" for the runs with the larger init
     rate of the sweep, "large init + small wd" for the others; a sweep that also varies weight decay
@@ -56,13 +58,12 @@ def finals_table(rows: pd.DataFrame) -> pd.DataFrame:
     if not len(rows):
         return pd.DataFrame()
     finals = [c for c in rows.columns if c.startswith("final.")]
-    df = pd.DataFrame({"run_id": rows.run_id, "dataset": rows["task.name"],
-                       "train_size": rows["task.train_size"] if "task.train_size" in rows else None,
-                       "gamma": rows["init.gamma"], "weight_decay": rows["optim.weight_decay"],
-                       "status": rows.status, "steps": rows.steps,
-                       **{c.removeprefix("final."): rows[c] for c in finals},
+    df = pd.DataFrame({"run_id": rows.run_id, "task.name": rows["task.name"],
+                       "task.train_size": rows["task.train_size"] if "task.train_size" in rows else None,
+                       "init.gamma": rows["init.gamma"], "optim.weight_decay": rows["optim.weight_decay"],
+                       "status": rows.status, "steps": rows.steps, **{c: rows[c] for c in finals},
                        "wall_seconds": rows.wall_seconds}).reset_index(drop=True)
-    df.insert(2, "setting", setting_names(df.gamma, df.weight_decay))
+    df.insert(2, "setting", setting_names(df["init.gamma"], df["optim.weight_decay"]))
     return df
 
 
@@ -78,7 +79,7 @@ def _wins(t: pd.DataFrame) -> float:
     """Fraction of training-set sizes where small init + large wd has the higher OOD exact match."""
     if t.empty:
         return math.nan
-    g = t.groupby(["train_size", "setting"]).ood_exact.mean().unstack()
+    g = t.groupby([SIZE, "setting"])[OOD].mean().unstack()
     if g.shape[1] < 2:
         return math.nan
     return float((g[SETTING_NAMES[True]] > g[SETTING_NAMES[False]]).mean())
@@ -87,7 +88,7 @@ def _wins(t: pd.DataFrame) -> float:
 def _largest(t: pd.DataFrame, setting: bool, col: str) -> float:
     if t.empty:
         return math.nan
-    sub = t[(t.setting == SETTING_NAMES[setting]) & (t.train_size == t.train_size.max())]
+    sub = t[(t.setting == SETTING_NAMES[setting]) & (t[SIZE] == t[SIZE].max())]
     return float(sub[col].mean()) if len(sub) else math.nan
 
 
@@ -105,9 +106,9 @@ register(Figure(
         Claim("small init + large wd beats large init + small wd on OOD at every data size (fraction of sizes)",
               "1.0 (every size)", lambda t: _wins(t["runs"])),
         Claim("OOD exact match at the largest size, small init + large wd", "higher",
-              lambda t: _largest(t["runs"], True, "ood_exact")),
+              lambda t: _largest(t["runs"], True, OOD)),
         Claim("OOD exact match at the largest size, large init + small wd", "lower",
-              lambda t: _largest(t["runs"], False, "ood_exact")),
+              lambda t: _largest(t["runs"], False, OOD)),
     ),
     notes=NOTE))
 
@@ -119,16 +120,17 @@ register(Figure(
         Claim("small init + large wd beats large init + small wd on OOD at every data size (fraction of sizes)",
               "1.0 (every size)", lambda t: _wins(t["runs"])),
         Claim("ID exact match at the largest size (20k in the paper), large init + small wd", "> 99%",
-              lambda t: _largest(t["runs"], False, "id_exact")),
+              lambda t: _largest(t["runs"], False, "final.id_exact")),
         Claim("ID exact match at the largest size, small init + large wd", "> 99%",
-              lambda t: _largest(t["runs"], True, "id_exact")),
+              lambda t: _largest(t["runs"], True, "final.id_exact")),
     ),
     notes=NOTE))
 
 
 # --------------------------------------------------------------------------- matched ID (stopping rule)
 def make_matched(sweep_dir: Path, out: Path, scale: str) -> Made:
-    """Runs table (``reached_id``: the run stopped on its ID rule before the cap) and the figure."""
+    """Runs table (:func:`finals_table` with the run table's ``seed`` and ``reached_id``: the run stopped on its
+    ID rule before the cap) and the figure."""
     from anchorlab.plots.save import save_figure
     from anchorlab.papers.plots.realtasks import plot_matched
 
@@ -137,7 +139,7 @@ def make_matched(sweep_dir: Path, out: Path, scale: str) -> Made:
     if df.empty:
         return {"runs": df}, {}
     df.insert(3, "reached_id", df.status == "stopped_early")
-    df.insert(3, "seed", rows["train.init_seed"].to_numpy())
+    df.insert(3, "seed", rows["seed"].to_numpy())
     return {"runs": df}, {"fig7.png": save_figure(plot_matched(df), out / "fig7")[0]}
 
 
@@ -152,7 +154,7 @@ def _matched_gap(t: pd.DataFrame) -> float:
     if t.empty:
         return math.nan
     r = t[t.reached_id]
-    m = r.groupby("setting").ood_exact.mean()
+    m = r.groupby("setting")[OOD].mean()
     if len(m) < 2:
         return math.nan
     return float(m[SETTING_NAMES[True]] - m[SETTING_NAMES[False]])
@@ -177,8 +179,8 @@ for _fig, _task, _preset in (("journal-fig7a-matched", "SCAN addprim_turn_left",
             Claim("OOD exact match gap, small minus large init, among runs at matched ID", "> 0 (significant)",
                   lambda t: _matched_gap(t["runs"])),
             Claim("OOD exact match, effect of init alone (small minus large init at fixed wd; all runs)",
-                  "(not separated in the paper)", lambda t: knob_effect(t["runs"], "ood_exact", "init")),
+                  "(not separated in the paper)", lambda t: knob_effect(t["runs"], OOD, "init")),
             Claim("OOD exact match, effect of wd alone (large minus small wd at fixed init; all runs)",
-                  "(not separated in the paper)", lambda t: knob_effect(t["runs"], "ood_exact", "wd")),
+                  "(not separated in the paper)", lambda t: knob_effect(t["runs"], OOD, "wd")),
         ),
         notes=MATCHED_NOTE))

@@ -20,19 +20,20 @@ N_TRAIN = "task.n_train"    # the training-set size the PrOntoQA figures are dra
 
 # --------------------------------------------------------------------------- Fig. 7C
 def addition_runs(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per addition run of a run table (:func:`anchorlab.sweep.runtable.run_table`): arch, setting,
-    gamma, weight decay, seed, status, steps, final metrics."""
+    """One row per addition run of a run table (:func:`anchorlab.sweep.runtable.run_table`) under the run
+    table's names: ``model.arch``, ``setting``, ``init.gamma``, ``optim.weight_decay``, ``seed``,
+    ``task.digit_order``, ``status``, ``steps``, the ``final.*`` metrics."""
     import pandas as pd
 
     if not len(rows):
         return pd.DataFrame()
-    df = pd.DataFrame({"run_id": rows.run_id, "run_dir": rows.run_dir, "arch": rows["model.arch"],
-                       "gamma": rows["init.gamma"], "weight_decay": rows["optim.weight_decay"],
-                       "seed": rows["train.init_seed"], "digit_order": rows["task.digit_order"],
+    df = pd.DataFrame({"run_id": rows.run_id, "run_dir": rows.run_dir, "model.arch": rows["model.arch"],
+                       "init.gamma": rows["init.gamma"], "optim.weight_decay": rows["optim.weight_decay"],
+                       "seed": rows.seed, "task.digit_order": rows["task.digit_order"],
                        "status": rows.status, "steps": rows.steps,
-                       **{c.removeprefix("final."): rows[c] for c in rows.columns if c.startswith("final.")},
+                       **{c: rows[c] for c in rows.columns if c.startswith("final.")},
                        "wall_seconds": rows.wall_seconds}).reset_index(drop=True)
-    df.insert(2, "setting", setting_names(df.gamma, df.weight_decay))
+    df.insert(2, "setting", setting_names(df["init.gamma"], df["optim.weight_decay"]))
     return df
 
 
@@ -49,22 +50,23 @@ def make_addition(sweep_dir: Path, out: Path, scale: str) -> Made:
 
     runs = addition_runs(run_table([sweep_dir]))
     grids, summaries = [], []
-    for r in runs.itertuples():
+    for _, r in runs.iterrows():
         run = load_run(r.run_dir)
         g = grid_predictions(run.model, run.cfg.task)
         g.insert(0, "run_id", r.run_id)
         grids.append(g)
         s = split_summary(g)
-        summaries.append(s.assign(run_id=r.run_id, arch=r.arch, setting=r.setting, seed=r.seed))
+        summaries.append(s.assign(run_id=r.run_id, **{"model.arch": r["model.arch"]}, setting=r.setting,
+                                  seed=r.seed))
     tables = {"runs": runs.drop(columns="run_dir") if len(runs) else runs}
     files: dict[str, Path] = {}
     if grids:
         tables["split_accuracy"] = pd.concat(summaries, ignore_index=True)
-        meta = runs.set_index("run_id")[["arch", "setting"]]
+        meta = runs.set_index("run_id")[["model.arch", "setting"]]
         all_grids = pd.concat(grids, ignore_index=True).join(meta, on="run_id")
         tables["grid"] = all_grids.drop(columns=["target"])
         panels = {f"{arch}, {setting} ({g.run_id.nunique()} seeds)": grid_mean([g])
-                  for (arch, setting), g in all_grids.groupby(["arch", "setting"], sort=True)}
+                  for (arch, setting), g in all_grids.groupby(["model.arch", "setting"], sort=True)}
         ood = all_grids[all_grids.split == "ood"]
         square = (int(ood.a.min()), int(ood.a.max()))
         files["fig7c.png"] = save_figure(plot_addition_heatmaps(panels, square, ncols=2), out / "fig7c")[0]
@@ -82,7 +84,7 @@ def _addition_wins(t: pd.DataFrame) -> float:
     """Fraction of architectures where small init + large wd has the higher mean accuracy in the square."""
     if t is None or t.empty:
         return math.nan
-    g = t[t.split == "ood"].groupby(["arch", "setting"]).accuracy.mean().unstack()
+    g = t[t.split == "ood"].groupby(["model.arch", "setting"]).accuracy.mean().unstack()
     if g.shape[1] < 2:
         return math.nan
     return float((g[SETTING_NAMES[True]] > g[SETTING_NAMES[False]]).mean())
