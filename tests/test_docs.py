@@ -159,11 +159,8 @@ def test_the_readme_stays_short():
 
 
 def test_paper_gamma_is_the_gamma_with_the_same_std_at_width_400():
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        from docs_common import paper_gamma
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
+    from anchorlab.papers.docs.common import paper_gamma
+
     for g, w in ((0.45, 128), (0.3, 128), (0.8, 64), (0.5, 400)):
         assert math.isclose(w ** -g, 400 ** -paper_gamma(g, w), rel_tol=1e-12)
     assert round(paper_gamma(0.45, 128), 2) == 0.36 and round(paper_gamma(0.3, 128), 2) == 0.24

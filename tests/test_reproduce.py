@@ -26,7 +26,7 @@ def test_every_figure_with_data_is_registered_with_its_scales():
         assert "cpu" in fig.sweeps, fid
         # a paper figure has its paper scale; a CPU study (paper "study", or a note saying so) may have none
         assert "paper" in fig.sweeps or fig.paper == "study" or "cpu only" in fig.notes, fid
-        assert fig.shows and fig.claims, fid
+        assert fig.shows and fig.readings, fid
         assert (fig.make is None) != (fig.tables is None), fid
     assert {"demo", "cpu", "paper"} == set(FIGURES["neurips-fig2"].sweeps)
     assert all(FIGURES[f].tables is not None for f in ["neurips-fig2", *STUDIES])   # they read the run table
@@ -42,6 +42,7 @@ def test_list_prints_runs_and_compute_per_scale(capsys, shared_datasets, monkeyp
     assert "  108 runs" in out and "    8 runs" in out   # fig2 at cpu scale (3 gammas x 4 depths x 3 lrs x 3 seeds), demo
     assert "h on this CPU" in out and "h on one GPU" in out
     assert "options: --clock 0.5|1|2 (default 0.5; cpu)" in out
+    assert "claims: C1, C2" in out                 # neurips-fig2's C-ids
 
 
 def test_paper_scale_specs_expand_to_the_papers_grids():

@@ -54,9 +54,11 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("papers-judgement", ("papers.gammas", "papers.runs", "papers.eval", "papers.analysis", "papers.plots"),
      "the papers' run table, judgement (cell, readings, contrast, crossing, wd grid), the predictors study's fits, figures"),
     ("papers-figures", ("papers.reproduce", "papers.analyses"),
-     "paper figures and the CPU studies: sweep per scale -> run table or sweep dir -> maker -> figure and claims"),
+     "paper figures and the CPU studies: sweep per scale -> run table or sweep dir -> maker -> figure and readings; "
+     "the figure registry (figures, claims, docs blocks)"),
     ("papers-studies", ("papers.robustness", "papers.demo", "papers.demo_journal", "papers"),
-     "the robustness study, the CPU demo (journal and mirror task), the papers' public names"),
+     "the robustness study, the CPU demo (journal and mirror task), the claims and their generated docs blocks, "
+     "the papers' public names"),
     ("entry", ("cli", ""), "the command line and the public API"),
 ]
 

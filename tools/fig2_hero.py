@@ -9,7 +9,6 @@ symmetric accuracy near 1 at small gamma, inferential near 1 at large gamma, the
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -18,9 +17,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docs_common import FIGURES  # noqa: E402
-from docs_fig2 import RANGE, cells  # noqa: E402
+from anchorlab.papers.docs.common import FIGURES  # noqa: E402
+from anchorlab.papers.docs.fig2 import RANGE, cells  # noqa: E402
 
 OUT = FIGURES / "fig2_hero.png"
 PAPER = {0.3: ("memorizes", "symmetric near 1"), 0.8: ("composes", "inferential near 1")}

@@ -1,7 +1,7 @@
 """``anchorlab reproduce``: every paper figure with data behind it, at CPU and at paper scale.
 
 :data:`FIGURES` maps a figure id (``neurips-fig2``, ``journal-fig7b``, ...) to
-its sweeps, maker and the paper's claims (:mod:`.registry`); :func:`figure_options` the command line's
+its sweeps, maker, the claims it bears on (C-ids) and their readings (:mod:`.registry`); :func:`figure_options` the command line's
 ``reproduce`` flags, made from the figures' options; :func:`reproduce`
 runs one (:mod:`.runner`); :func:`describe_figures` lists them with their runs
 and estimated compute. Figure modules: ``figures_*.py``.
@@ -15,7 +15,8 @@ from anchorlab.papers.reproduce import figures_fig2, figures_predictors, figures
 from anchorlab.papers.reproduce import figures_opset, figures_opset_many  # noqa: F401  (register)
 from anchorlab.papers.reproduce import figures_journal3  # noqa: F401  (register)
 from anchorlab.papers.reproduce import figures_scale  # noqa: F401  (register)
-from anchorlab.papers.reproduce.registry import FIGURES, Claim, Figure, FlagSpec, Option, register
+from anchorlab.papers.reproduce.registry import (BLOCKS, CLAIMS, FIGURES, Claim, Figure, FlagSpec, Option, Reading, register,
+                                                 register_claim, register_study)
 from anchorlab.papers.reproduce.runner import describe_figures, figure_spec, reproduce
 
 
@@ -37,4 +38,4 @@ def figure_options() -> dict[str, FlagSpec]:
     return out
 
 
-__all__ = ["FIGURES", "Claim", "Figure", "register", "describe_figures", "figure_spec", "reproduce", "figure_options"]
+__all__ = ["FIGURES", "CLAIMS", "BLOCKS", "Claim", "Reading", "Figure", "register", "register_claim", "register_study", "describe_figures", "figure_spec", "reproduce", "figure_options"]

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from anchorlab.papers.runs import run_table
-from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register
+from anchorlab.papers.reproduce.registry import Figure, Made, Reading, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -173,24 +173,24 @@ NOTE = ("CPU scale: 32x32 procedural renders (the paper: 5,000 Blender renders, 
         "extra (docs/concepts.md).")
 
 FIG6_CLAIMS = (
-    Claim("default init: the unseen nodes 010 (small red circle) and 011 (small blue circle) are drawn wrong "
+    Reading("default init: the unseen nodes 010 (small red circle) and 011 (small blue circle) are drawn wrong "
           "(triangles) -- fraction of their samples with all three concepts right", "low (triangles)",
           lambda t: _at(t["runs"], "default")),
-    Claim("largest init rate: 010 and 011 are drawn as small circles of their colour -- fraction with all "
+    Reading("largest init rate: 010 and 011 are drawn as small circles of their colour -- fraction with all "
           "three concepts right", "high (circles)", lambda t: _at(t["runs"], "largest")),
-    Claim("all-three accuracy on 010 and 011 rises with the init rate", "increasing",
+    Reading("all-three accuracy on 010 and 011 rises with the init rate", "increasing",
           lambda t: _trend(t["runs"])),
-    Claim("the training nodes are drawn right (all three concepts), default init", "(implied)",
+    Reading("the training nodes are drawn right (all three concepts), default init", "(implied)",
           lambda t: _at(t["runs"], "default", "final.id_all_acc")),
-    Claim("the training nodes are drawn right (all three concepts), largest init rate", "(implied)",
+    Reading("the training nodes are drawn right (all three concepts), largest init rate", "(implied)",
           lambda t: _at(t["runs"], "largest", "final.id_all_acc")),
 )
 
 register(Figure(
-    id="journal-fig6", paper="journal", number="Fig. 6B",
+    id="journal-fig6", cids=("C12",), paper="journal", number="Fig. 6B",
     shows="concept-graph diffusion: samples of the unseen nodes 010/011 turn from triangles into circles as the "
           "init rate grows (default init marked)",
-    sweeps={"cpu": "concepts_fig6_cpu", "paper": "concepts_fig6_paper"}, make=make_fig6, claims=FIG6_CLAIMS,
+    sweeps={"cpu": "concepts_fig6_cpu", "paper": "concepts_fig6_paper"}, make=make_fig6, readings=FIG6_CLAIMS,
     notes=NOTE, extra="diffusion"))
 
 
@@ -227,19 +227,19 @@ def diff_se(t: pd.DataFrame) -> float:
 
 
 register(Figure(
-    id="journal-fig6-seeds", paper="journal", number="Fig. 6B",
+    id="journal-fig6-seeds", cids=("C12",), paper="journal", number="Fig. 6B",
     shows="concept-graph diffusion with the authors' multiplicative conditioning and size code, four seeds per "
           "init: all-three accuracy on 010/011 vs init rate, against the noise floor (default vs gamma 0.5, "
           "the same distribution)",
     sweeps={"cpu": "concepts_seeds_cpu", "paper": "concepts_fig6_paper"}, make=make_fig6,
-    claims=FIG6_CLAIMS + (
-        Claim("noise floor: |default - gamma 0.5| in all-three accuracy on 010/011 (the same distribution)",
+    readings=FIG6_CLAIMS + (
+        Reading("noise floor: |default - gamma 0.5| in all-three accuracy on 010/011 (the same distribution)",
               "(not measured)", lambda t: noise_floor(t["runs"])),
-        Claim("seed spread: std over seeds of all-three accuracy on 010/011 (mean over settings)",
+        Reading("seed spread: std over seeds of all-three accuracy on 010/011 (mean over settings)",
               "(not measured)", lambda t: seed_spread(t["runs"])),
-        Claim("standard error of a difference of two settings' means (seed spread x sqrt(2 / seeds))",
+        Reading("standard error of a difference of two settings' means (seed spread x sqrt(2 / seeds))",
               "(not measured)", lambda t: diff_se(t["runs"])),
-        Claim("all-three accuracy on 010/011, largest init rate minus gamma 0.5 (compare with the noise floor)",
+        Reading("all-three accuracy on 010/011, largest init rate minus gamma 0.5 (compare with the noise floor)",
               "> 0 (circles at small init)", lambda t: _rate_mean(t["runs"], None) - _rate_mean(t["runs"], 0.5)),
     ),
     notes=NOTE + " This figure: model.cond=multiplicative, task.size_code=authors, four seeds per init.",

@@ -32,7 +32,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from anchorlab.papers.reproduce.registry import Claim, Figure, Made, Option, register, value
+from anchorlab.papers.reproduce.registry import Figure, Made, Option, Reading, register, value
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -143,7 +143,7 @@ def _main_value(name: str, column: str, gamma: float):
 
 
 register(Figure(
-    id="neurips-fig2", paper="NeurIPS 2024", number="Fig. 2",
+    id="neurips-fig2", cids=("C1", "C2"), paper="NeurIPS 2024", number="Fig. 2",
     shows="phase diagram of the held-out pair (4,3): symmetric and inferential accuracy vs init rate x depth, "
           "the papers' rule (best of the peak lrs and of training, mean over seeds) beside the per-run rate",
     sweeps={"demo": "fig2_demo", "cpu": "fig2_std_cpu", "paper": "fig2_paper"},
@@ -157,22 +157,22 @@ register(Figure(
                   "([1.1e-4, 3.3e-4]) x 3 seeds; 1/2x the paper's 92,190 optimizer steps unless --clock; 100k "
                   "sequences at batch 256 (the paper: 900k at 2048)",
            "paper": "the paper's grid: width 400, gammas 0.2-0.8 x depths 1-6 x 9 peak lrs in [1e-4, 3e-4] x 3 seeds"},
-    claims=(
-        Claim("large init (paper gamma 0.3), depth >= 2: (4,3) follows the symmetric mapping x-6 (papers' cell)",
+    readings=(
+        Reading("large init (paper gamma 0.3), depth >= 2: (4,3) follows the symmetric mapping x-6 (papers' cell)",
               "~100% (yellow zone)", _main_value("cells", "symmetric_best", 0.3)),
-        Claim("small init (paper gamma 0.8), depth >= 2: (4,3) follows the inferential mapping x-10 (papers' cell)",
+        Reading("small init (paper gamma 0.8), depth >= 2: (4,3) follows the inferential mapping x-10 (papers' cell)",
               "~100%", _main_value("cells", "inferential_best", 0.8)),
-        Claim("depth 2, paper gamma 0.3 / 0.8: the papers' cell read on both mappings", "memorizes / composes",
+        Reading("depth 2, paper gamma 0.3 / 0.8: the papers' cell read on both mappings", "memorizes / composes",
               lambda t: _solutions(t["cells"])),
-        Claim("small init, depth >= 2, fitted reading (best only where ID >= 0.9): inferential", "not given",
+        Reading("small init, depth >= 2, fitted reading (best only where ID >= 0.9): inferential", "not given",
               _main_value("cells_fitted", "inferential_best", 0.8)),
-        Claim("small init, depth >= 2, final-metric reading: mean final inferential accuracy", "not given",
+        Reading("small init, depth >= 2, final-metric reading: mean final inferential accuracy", "not given",
               _main_value("cells", "inferential_final", 0.8)),
-        Claim("small init, depth >= 2, per run: fraction of runs that fit and compose (final metrics)",
+        Reading("small init, depth >= 2, per run: fraction of runs that fit and compose (final metrics)",
               "not given (the paper reports the best of 9 lrs)", _main_value("cells", "inferential_per_run", 0.8)),
-        Claim("large init, depth >= 2, per run: fraction of runs that fit and memorize (final metrics)",
+        Reading("large init, depth >= 2, per run: fraction of runs that fit and memorize (final metrics)",
               "not given", _main_value("cells", "symmetric_per_run", 0.3)),
-        Claim("fraction of cells whose mean best seen-pair accuracy is below 90% (shaded)",
+        Reading("fraction of cells whose mean best seen-pair accuracy is below 90% (shaded)",
               "some, at large init and depth", lambda t: _unfit_share(t["cells"])),
     ),
     notes="cpu: width 128 read at width 400 (init.ref_width), 100k sequences at batch 256, 1/2x the paper's optimizer "

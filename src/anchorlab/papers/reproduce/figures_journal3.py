@@ -33,7 +33,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from anchorlab.papers.reproduce.registry import Claim, Figure, Made, Option, register
+from anchorlab.papers.reproduce.registry import Figure, Made, Option, Reading, register
 
 if TYPE_CHECKING:
     import numpy as np
@@ -157,7 +157,7 @@ INIT, WD, SR_INIT, SR_WD = ("phase 1 -> 2 -> 3 with the init rate", "phase 1 -> 
                             "stable rank falls with the init rate", "stable rank falls with the weight decay")
 
 register(Figure(
-    id="journal-fig3", paper="journal", number="Fig. 3B / 5C / 10",
+    id="journal-fig3", cids=("C3",), paper="journal", number="Fig. 3B / 5C / 10",
     shows="GPT-2-style model on the journal task: phase per init rate x weight decay from the mean ID and OOD "
           "(best over training and final), commutativity on the unseen pair, W_Q(1)'s stable rank and condensation",
     sweeps={"demo": "fig3_cpu", "cpu": "journal_fig3_cpu", "paper": "fig3_paper"},
@@ -177,22 +177,22 @@ register(Figure(
                   "/ sqrt 8 for batch); 100k sequences at batch 256 (the journal: 900k at 2048); both (3,4) and "
                   "(4,3) unseen",
            "paper": "the journal's grid: 10 layers, width 640, gamma 0.4-0.8 x wd 0 / 0.01 / 0.1 / 1 x 3 seeds"},
-    claims=(
-        Claim(f"{INIT} (per decay row, best reading)", "rises on 4 of 4 rows at gammas 0.4 / 0.5 / 0.6 / 0.8 "
+    readings=(
+        Reading(f"{INIT} (per decay row, best reading)", "rises on 4 of 4 rows at gammas 0.4 / 0.5 / 0.6 / 0.8 "
               "(wd 0-0.1: 1 -> 2n -> 3 -> 3; wd 1: 2c -> 3 -> 3 -> 3)", _summary(INIT)),
-        Claim(f"{INIT} (final reading)", "not given", _summary(INIT, "final")),
-        Claim(f"{WD} (per init-rate column, best reading)", "rises at gamma 0.4 (1 1 1 2c) and 0.5 (2n 2n 2n 3); "
+        Reading(f"{INIT} (final reading)", "not given", _summary(INIT, "final")),
+        Reading(f"{WD} (per init-rate column, best reading)", "rises at gamma 0.4 (1 1 1 2c) and 0.5 (2n 2n 2n 3); "
               "phase 3 throughout at 0.6 and 0.8", _summary(WD)),
-        Claim(f"{WD} (final reading)", "not given", _summary(WD, "final")),
-        Claim(f"{SR_INIT} (per decay row)", "falls on every row (Fig. 5C: ~150 at phase 1 to ~10 at phase 3)",
+        Reading(f"{WD} (final reading)", "not given", _summary(WD, "final")),
+        Reading(f"{SR_INIT} (per decay row)", "falls on every row (Fig. 5C: ~150 at phase 1 to ~10 at phase 3)",
               _summary(SR_INIT)),
-        Claim(f"{SR_WD} (per init-rate column)", "falls at gamma 0.4 and 0.5 (at wd 1); flat within phase 3",
+        Reading(f"{SR_WD} (per init-rate column)", "falls at gamma 0.4 and 0.5 (at wd 1); flat within phase 3",
               _summary(SR_WD)),
-        Claim("largest init (smallest gamma), no decay: phase (best reading)", "1 (gamma 0.4, wd 0)",
+        Reading("largest init (smallest gamma), no decay: phase (best reading)", "1 (gamma 0.4, wd 0)",
               _corner("large", "min")),
-        Claim("smallest init (largest gamma), largest decay: phase (best reading)", "3 (gamma 0.8, wd 1)",
+        Reading("smallest init (largest gamma), largest decay: phase (best reading)", "3 (gamma 0.8, wd 1)",
               _corner("small", "max")),
-        Claim("Fig. 10: condensation of W_Q(1) grows with the init rate (Spearman of gamma vs mean |cos|, per run)",
+        Reading("Fig. 10: condensation of W_Q(1) grows with the init rate (Spearman of gamma vs mean |cos|, per run)",
               "positive", _condensation_trend),
     ),
     notes="cpu: 32 runs; " + STEP_NOTE + " The depth contrast at one corner: `--cells corner --depth 4` (and "

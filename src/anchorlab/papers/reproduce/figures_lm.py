@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from anchorlab.sweep.runtable import history_table
 from anchorlab.papers.runs import run_table
-from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register
+from anchorlab.papers.reproduce.registry import Figure, Made, Reading, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -107,13 +107,13 @@ def ppl_ratio(t: dict[str, pd.DataFrame]) -> float:
 
 
 register(Figure(
-    id="journal-fig7d", paper="journal", number="Fig. 7D",
+    id="journal-fig7d", cids=("C11",), paper="journal", number="Fig. 7D",
     shows="language modelling: validation perplexity vs training tokens per init rate, two data compositions",
     sweeps={"cpu": "lm_cpu", "paper": "lm_paper"}, make=make_fig7d,
-    claims=(
-        Claim("smaller init (larger gamma) gives lower perplexity on both compositions (fraction of compositions "
+    readings=(
+        Reading("smaller init (larger gamma) gives lower perplexity on both compositions (fraction of compositions "
               "where final perplexity falls with every step up in gamma)", "1.0 (both)", smaller_init_lower_ppl),
-        Claim("final perplexity, largest init / smallest init (mean over compositions)", "> 1", ppl_ratio),
+        Reading("final perplexity, largest init / smallest init (mean over compositions)", "> 1", ppl_ratio),
     ),
     notes=("CPU scale: a 2-layer width-128 Hugging Face GPT-2 on offline real text (the CPython standard library; "
            "+ Python's documentation), one pass over the data; the paper: GPT-2 Medium on SlimPajama GitHub and "
@@ -122,13 +122,13 @@ register(Figure(
     extra="hf,lm"))
 
 register(Figure(
-    id="journal-fig7d-seeds", paper="journal", number="Fig. 7D",
+    id="journal-fig7d-seeds", cids=("C11",), paper="journal", number="Fig. 7D",
     shows="language modelling: validation perplexity vs init rate with the spread over three seeds (one composition)",
     sweeps={"cpu": "lm_seeds_cpu", "paper": "lm_paper"}, make=make_fig7d,
-    claims=(
-        Claim("smaller init (larger gamma) gives lower perplexity (fraction of compositions where the seed-mean "
+    readings=(
+        Reading("smaller init (larger gamma) gives lower perplexity (fraction of compositions where the seed-mean "
               "final perplexity falls with every step up in gamma)", "1.0 (both)", smaller_init_lower_ppl),
-        Claim("final perplexity, largest init / smallest init (seed means)", "> 1", ppl_ratio),
+        Reading("final perplexity, largest init / smallest init (seed means)", "> 1", ppl_ratio),
     ),
     notes=("CPU scale: the journal-fig7d model on the CPython standard library, one pass over 3M tokens, three "
            "seeds, embeddings N(0, 0.02) whatever gamma (init.embed_std, as the authors' GPT-2), gamma std-matched "

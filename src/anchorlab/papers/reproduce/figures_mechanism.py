@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from anchorlab.papers.reproduce.figures_fig2 import CLOCKS, LRS
 from anchorlab.papers.reproduce.mechanism_picks import DEFAULT_RULE, SIDES, PickRule, candidate_table, pick_runs, picks_line
-from anchorlab.papers.reproduce.registry import Claim, Figure, Made, Option, Tables, register
+from anchorlab.papers.reproduce.registry import Figure, Made, Option, Reading, Tables, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -113,7 +113,7 @@ def _mean_diff(kind: str, col: str) -> Callable[[Tables], float]:
     return lambda t: _diff(t[f"{kind}_summary"], col)
 
 
-PICKS_CLAIM = Claim("runs analyzed: per seed, a small-init run that composes and a large-init run that memorizes "
+PICKS_CLAIM = Reading("runs analyzed: per seed, a small-init run that composes and a large-init run that memorizes "
                     "(mechanism_picks.pick_runs)", "one model per side", lambda t: picks_line(t["picks"]))
 
 NEURIPS_SWEEPS = {"demo": "mechanism_demo", "cpu": "mechanism_cpu", "paper": "mechanism_paper"}
@@ -142,82 +142,82 @@ def _figure(**kw) -> Figure:
 
 
 _figure(
-    id="neurips-fig3", paper="NeurIPS 2024", number="Fig. 3",
+    id="neurips-fig3", cids=("C4",), paper="NeurIPS 2024", number="Fig. 3",
     shows="information flow of the symmetric and the inferential solution, and t-SNE of X_ao(1)",
     sweeps=NEURIPS_SWEEPS, make=_maker(["flow", "flow-scores", "tsne-ao1"], "mechanism"),
-    claims=(
+    readings=(
         PICKS_CLAIM,
-        Claim("inferential solution, layer 1: the key moves to the anchors (anchors->key, small minus large init)",
+        Reading("inferential solution, layer 1: the key moves to the anchors (anchors->key, small minus large init)",
               "higher for the inferential solution", _mean_diff("mechanism", "L0 anchors->key")),
-        Claim("inferential solution, layer 2: the last token reads the anchors (last->anchors, small minus large)",
+        Reading("inferential solution, layer 2: the last token reads the anchors (last->anchors, small minus large)",
               "higher for the inferential solution", _mean_diff("mechanism", "L1 last->anchors")),
-        Claim("symmetric solution, layer 1: the last token merges both anchors (last->anchors, large init)",
+        Reading("symmetric solution, layer 1: the last token merges both anchors (last->anchors, large init)",
               "high", _mean("mechanism", "L0 last->anchors", "large_init")),
     ),
     notes=NOTE)
 
 _figure(
-    id="neurips-fig4", paper="NeurIPS 2024", number="Fig. 4",
+    id="neurips-fig4", cids=("C5",), paper="NeurIPS 2024", number="Fig. 4",
     shows="cosine similarity of X_ao(2) (both solutions) and of V(2) at the first anchor (inferential solution)",
     sweeps=NEURIPS_SWEEPS, make=_maker(["cos-ao2", "cos-v2"], "mechanism", {"cos-v2": "small_init"}),
-    claims=(
+    readings=(
         PICKS_CLAIM,
-        Claim("inferential solution: equal inferential targets give near-parallel X_ao(2) (equal-target contrast)",
+        Reading("inferential solution: equal inferential targets give near-parallel X_ao(2) (equal-target contrast)",
               "high for inferential, low for symmetric", _mean("mechanism", "contrast X_ao(2)", "small_init")),
-        Claim("symmetric solution: X_ao(2) equal-target contrast", "low",
+        Reading("symmetric solution: X_ao(2) equal-target contrast", "low",
               _mean("mechanism", "contrast X_ao(2)", "large_init")),
-        Claim("inferential solution: V(2) at the first anchor groups by g(x; a1) (contrast)", "high",
+        Reading("inferential solution: V(2) at the first anchor groups by g(x; a1) (contrast)", "high",
               _mean("mechanism", "contrast V(2)", "small_init")),
     ),
     notes=NOTE + " Raw cosines are dominated by a shared mean vector at CPU scale; the summary also "
                        "gives centred contrasts.")
 
 _figure(
-    id="neurips-fig5", paper="NeurIPS 2024", number="Fig. 5",
+    id="neurips-fig5", cids=("C6", "C7"), paper="NeurIPS 2024", number="Fig. 5",
     shows="condensation of W_Q(1) rows and PCA of the token embeddings, small vs large init",
     sweeps=NEURIPS_SWEEPS, make=_maker(["condensation", "embedding"], "complexity"),
-    claims=(
+    readings=(
         PICKS_CLAIM,
-        Claim("small init condenses W_Q(1) (mean |cos| of rows, small minus large init)", "positive",
+        Reading("small init condenses W_Q(1) (mean |cos| of rows, small minus large init)", "positive",
               _mean_diff("complexity", "mean_abs_cos")),
-        Claim("small init orders the embeddings by value (ordinal Spearman, small init)", "ordered",
+        Reading("small init orders the embeddings by value (ordinal Spearman, small init)", "ordered",
               _mean("complexity", "ordinal_spearman", "small_init")),
-        Claim("large init: ordinal Spearman of the embeddings", "no clear order",
+        Reading("large init: ordinal Spearman of the embeddings", "no clear order",
               _mean("complexity", "ordinal_spearman", "large_init")),
     ),
     notes=NOTE, extra="analysis")
 
 _figure(
-    id="neurips-fig7", paper="NeurIPS 2024", number="Fig. 7 (App. B)",
+    id="neurips-fig7", cids=("C7",), paper="NeurIPS 2024", number="Fig. 7 (App. B)",
     shows="eigenvalues of the covariance of the token embeddings, small vs large init",
     sweeps=NEURIPS_SWEEPS, make=_maker(["cov-spectrum"], "complexity"),
-    claims=(PICKS_CLAIM,
-            Claim("small init: a few large eigenvalues (stable rank of W_Q(1), small minus large init)",
+    readings=(PICKS_CLAIM,
+            Reading("small init: a few large eigenvalues (stable rank of W_Q(1), small minus large init)",
                   "fewer directions for small init", _mean_diff("complexity", "stable_rank"))),
     notes=NOTE + " The paper plots the spectrum over training; here the final weights' spectrum "
                        "(train.log_complexity=true records it at every evaluation).", extra="analysis")
 
 _figure(
-    id="journal-fig4", paper="journal", number="Fig. 4",
+    id="journal-fig4", cids=("C4",), paper="journal", number="Fig. 4",
     shows="masking the key (t-SNE of outputs by anchor pair) and the second anchor (cosine by g(x; a1))",
     sweeps=JOURNAL_SWEEPS, make=_maker(["mask-key", "mask-anchor2"], "mechanism"),
-    claims=(
+    readings=(
         PICKS_CLAIM,
-        Claim("reasoning phase (small init, composes): outputs with equal g(x; a1) align when the second anchor "
+        Reading("reasoning phase (small init, composes): outputs with equal g(x; a1) align when the second anchor "
               "is masked (centred contrast)", "high in phase 3, low in phase 2",
               _mean("mechanism", "contrast anchor2-masked centered", "small_init")),
-        Claim("large init (memorizes): second-anchor-masked centred contrast", "low",
+        Reading("large init (memorizes): second-anchor-masked centred contrast", "low",
               _mean("mechanism", "contrast anchor2-masked centered", "large_init")),
     ),
     notes=NOTE + " The journal's own task holds out (3,4) and (4,3); the CPU scale reads the NeurIPS "
                        "op set's cell (paper scale: the journal task).")
 
 _figure(
-    id="journal-fig5ab", paper="journal", number="Fig. 5A-B",
+    id="journal-fig5ab", cids=("C6",), paper="journal", number="Fig. 5A-B",
     shows="condensation of W_Q(1) and embedding PCA across the phases (2-layer single-head model)",
     sweeps=JOURNAL_SWEEPS, make=_maker(["condensation", "embedding"], "complexity"),
-    claims=(PICKS_CLAIM,
-            Claim("condensation is higher at small init (mean |cos|, small minus large init)", "positive",
+    readings=(PICKS_CLAIM,
+            Reading("condensation is higher at small init (mean |cos|, small minus large init)", "positive",
                   _mean_diff("complexity", "mean_abs_cos"))),
     notes=NOTE, extra="analysis")
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from anchorlab.tasks.anchor.opsets import OpSet
-from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register, value
+from anchorlab.papers.reproduce.registry import Figure, Made, Reading, register, value
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,25 +75,25 @@ def _count(t: pd.DataFrame, op: OpSet, col: str) -> str:
 
 
 register(Figure(
-    id="study-opset-cross", paper="study", number="op-set crossing",
+    id="study-opset-cross", cids=("C1",), paper="study", number="op-set crossing",
     shows="small init (paper gamma 0.8) on two crossed op sets (the papers' steps with (3,2) held out; the (3,2) "
           "op set's steps with (4,2) held out): which op-set property makes it memorize",
     sweeps={"cpu": "opset_cross_cpu"},
     tables=make_cross,
-    claims=(
-        Claim("O1 (papers' steps, (3,2) held out, gap 3): small-init runs that end on the mirror", "not in the papers",
+    readings=(
+        Reading("O1 (papers' steps, (3,2) held out, gap 3): small-init runs that end on the mirror", "not in the papers",
               lambda t: _count(t, O1, "n_memorize")),
-        Claim("O2 ((3,2) op set's steps, (4,2) held out, gap 8): small-init runs that end on the mirror",
+        Reading("O2 ((3,2) op set's steps, (4,2) held out, gap 8): small-init runs that end on the mirror",
               "not in the papers", lambda t: _count(t, O2, "n_memorize")),
-        Claim("O1: small-init runs reaching inferential >= 0.5 at some evaluation", "not in the papers",
+        Reading("O1: small-init runs reaching inferential >= 0.5 at some evaluation", "not in the papers",
               lambda t: _count(t, O1, "n_compose_on_way")),
-        Claim("O2: small-init runs reaching inferential >= 0.5 at some evaluation", "not in the papers",
+        Reading("O2: small-init runs reaching inferential >= 0.5 at some evaluation", "not in the papers",
               lambda t: _count(t, O2, "n_compose_on_way")),
-        Claim("O2: small-init runs whose most frequent answer is another trained pair's target", "not in the papers",
+        Reading("O2: small-init runs whose most frequent answer is another trained pair's target", "not in the papers",
               lambda t: _borrowed(t, O2)),
-        Claim("the hypothesis the rule supports (eval.crossing)", "H1 gap / H2-H4 offset, clock / H3 mirror farther",
+        Reading("the hypothesis the rule supports (eval.crossing)", "H1 gap / H2-H4 offset, clock / H3 mirror farther",
               lambda t: str(t["verdict"].verdict.iloc[0])),
-        Claim("large init (paper gamma 0.3) control: mean final symmetric accuracy", "memorizes (the papers' op set)",
+        Reading("large init (paper gamma 0.3) control: mean final symmetric accuracy", "memorizes (the papers' op set)",
               lambda t: value(t["runs"], "final.ood_symmetric_acc", {"paper_gamma": 0.3})),
     ),
     notes="CPU scale: the Fig. 2 cell's setting (width 128 at the paper's std, init.ref_width 400) at 1/2x the paper's "

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register
+from anchorlab.papers.reproduce.registry import Figure, Made, Reading, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -160,29 +160,29 @@ def kind(properties: pd.DataFrame, label: str = "small_composes", with_auc: bool
 
 
 register(Figure(
-    id="study-opset-many", paper="study", number="many op sets",
+    id="study-opset-many", cids=("C1",), paper="study", number="many op sets",
     shows="the contrast (large init memorizes, small init composes) over 12 random op sets at paper gamma 0.3 / 0.8, "
           "and which op-set property predicts the small init composing (AUC over op sets)",
     sweeps={"cpu": "opset_many_cpu"},
     tables=make_many,
     design_only=True,   # the Fig. 2 cell's table also holds runs at other peaks, clocks and gammas
-    claims=(
-        Claim("op sets where the contrast holds (in at least half of the runs: large init memorizes, small init composes)",
+    readings=(
+        Reading("op sets where the contrast holds (in at least half of the runs: large init memorizes, small init composes)",
               "the papers' one op set: holds", lambda t: _of(t, "contrast")),
-        Claim("op sets where the contrast holds in every run (each small-init run composes, each large-init run "
+        Reading("op sets where the contrast holds in every run (each small-init run composes, each large-init run "
               "memorizes)", "the papers' one op set: holds", lambda t: _of(t, "contrast_every_run")),
-        Claim("op sets where the small init composes (at least half of its runs, final, fitted)", "the papers' one: yes",
+        Reading("op sets where the small init composes (at least half of its runs, final, fitted)", "the papers' one: yes",
               lambda t: _of(t, "small_composes")),
-        Claim("op sets where the large init memorizes (at least half of its runs)", "the papers' one: yes",
+        Reading("op sets where the large init memorizes (at least half of its runs)", "the papers' one: yes",
               lambda t: _of(t, "large_memorizes")),
-        Claim("per run: small-init runs that compose (final, fitted)", "near all (the papers' op set)",
+        Reading("per run: small-init runs that compose (final, fitted)", "near all (the papers' op set)",
               lambda t: _per_run(t, 0.8, "composes")),
-        Claim("per run: large-init runs that memorize", "near all (the papers' op set)",
+        Reading("per run: large-init runs that memorize", "near all (the papers' op set)",
               lambda t: _per_run(t, 0.3, "memorizes")),
-        Claim("the op-set property that best predicts the small init composing", "not in the papers", _best),
-        Claim("the kind of op set the small init composes on (properties whose bootstrap interval excludes one half)",
+        Reading("the op-set property that best predicts the small init composing", "not in the papers", _best),
+        Reading("the kind of op set the small init composes on (properties whose bootstrap interval excludes one half)",
               "not in the papers", lambda t: kind(t["properties"])),
-        Claim("per run: how well a small-init run's steps to fit the seen pairs predict its composing (AUC above "
+        Reading("per run: how well a small-init run's steps to fit the seen pairs predict its composing (AUC above "
               "one half: the slower fits compose)",
               "not in the papers", _run_fit),
     ),

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register
+from anchorlab.papers.reproduce.registry import Figure, Made, Reading, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,11 +46,11 @@ def _phase_rank_corr(t: pd.DataFrame) -> float:
 
 
 register(Figure(
-    id="journal-fig5c", paper="journal", number="Fig. 5C",
+    id="journal-fig5c", cids=("C3",), paper="journal", number="Fig. 5C",
     shows="stable rank of the first-layer query weights (colour) over init rate x weight decay, phase as size",
     sweeps={"demo": "fig3_cpu", "cpu": "journal_fig3_cpu", "paper": "fig3_paper"},
     make=make_fig5c,
-    claims=(Claim("stable rank falls as the phase index rises (Spearman of phase vs stable rank)", "negative",
+    readings=(Reading("stable rank falls as the phase index rises (Spearman of phase vs stable rank)", "negative",
                   lambda t: _phase_rank_corr(t["fig5c"])),),
     notes="Shares its sweep with journal-fig3 (same runs; reproduce both into one --out to train once)."))
 
@@ -86,11 +86,11 @@ def _condensation_trend(t: pd.DataFrame) -> float:
 
 
 register(Figure(
-    id="journal-fig10", paper="journal", number="Fig. 10 (App. C)",
+    id="journal-fig10", cids=("C3",), paper="journal", number="Fig. 10 (App. C)",
     shows="condensation of the first-layer query weights across init rates and weight decays",
     sweeps={"demo": "fig3_cpu", "cpu": "journal_fig3_cpu", "paper": "fig3_paper"},
     make=make_fig10,
-    claims=(Claim("condensation grows with the init rate (Spearman of gamma vs mean |cos| of W_Q(1) rows)",
+    readings=(Reading("condensation grows with the init rate (Spearman of gamma vs mean |cos| of W_Q(1) rows)",
                   "positive", lambda t: _condensation_trend(t["condensation"])),),
     notes="Shares its sweep with journal-fig3.", extra="analysis"))
 

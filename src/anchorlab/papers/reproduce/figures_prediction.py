@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from anchorlab.sweep.runtable import history_table
 from anchorlab.papers.runs import run_table
-from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register
+from anchorlab.papers.reproduce.registry import Figure, Made, Reading, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -105,9 +105,9 @@ def _violating_slowdown(t: dict[str, pd.DataFrame]) -> float:
 
 
 CLAIMS = (
-    Claim("small init: epochs to fit grow with inferential complexity (epochs(k_max)/epochs(k_min), deepest)",
+    Reading("small init: epochs to fit grow with inferential complexity (epochs(k_max)/epochs(k_min), deepest)",
           "> 1 (increasing)", lambda t: _ratio(t, "small_init")),
-    Claim("large init: about the same epochs for every k (same ratio)", "~1 (flat)",
+    Reading("large init: about the same epochs for every k (same ratio)", "~1 (flat)",
           lambda t: _ratio(t, "large_init")),
 )
 SWEEPS = {"cpu": "prediction_cpu", "paper": "prediction_paper"}
@@ -115,14 +115,14 @@ NOTE = ("CPU scale: 20k sequences, width 64, one seed, early stop at the thresho
         "(the paper: 100k, width 400, 9 seeds). docs/prediction.md has the measured grids.")
 
 register(Figure(
-    id="neurips-fig6", paper="NeurIPS 2024", number="Fig. 6",
+    id="neurips-fig6", cids=("C8",), paper="NeurIPS 2024", number="Fig. 6",
     shows="epochs to reach train loss 5e-2 vs depth, per inferential complexity k, small vs large init",
-    sweeps=SWEEPS, make=make_prediction, claims=CLAIMS, notes=NOTE))
+    sweeps=SWEEPS, make=make_prediction, readings=CLAIMS, notes=NOTE))
 
 register(Figure(
-    id="journal-fig8", paper="journal", number="Fig. 8",
+    id="journal-fig8", cids=("C8",), paper="journal", number="Fig. 8",
     shows="(A) epochs to fit vs reasoning complexity; (B) per-pair epochs to 60% at k=1 (rule-violating pairs slow)",
     sweeps=SWEEPS, make=make_prediction,
-    claims=CLAIMS + (Claim("small init, k=1: the rule-violating pairs fit slower (mean epochs violating / others)",
+    readings=CLAIMS + (Reading("small init, k=1: the rule-violating pairs fit slower (mean epochs violating / others)",
                            "> 1", _violating_slowdown),),
     notes=NOTE))

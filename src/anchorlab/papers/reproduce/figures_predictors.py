@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register, value
+from anchorlab.papers.reproduce.registry import Figure, Made, Reading, register, value
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -114,19 +114,19 @@ def _best_early_auc(t: pd.DataFrame) -> float:
 
 
 register(Figure(
-    id="study-predictors", paper="study", number="early predictors",
+    id="study-predictors", cids=("EV",), paper="study", number="early predictors",
     shows="at one init (gamma 0.45, width 128), the seeds alone decide composing vs memorizing: AUC of early "
           "measurements (complexity, attention, the held-out pair's margin) and a held-out logistic early verdict",
     sweeps={"cpu": "predictors_cpu"},
     tables=make_predictors,
-    claims=(
-        Claim("outcomes at one init (final metrics): composes / memorizes / neither / unfit",
+    readings=(
+        Reading("outcomes at one init (final metrics): composes / memorizes / neither / unfit",
               "the papers: the init decides (no seed-level spread reported)", lambda t: _outcomes(t["runs"])),
-        Claim("the strongest single early feature (0-10% of training): max |AUC - 0.5| + 0.5", "not in the papers",
+        Reading("the strongest single early feature (0-10% of training): max |AUC - 0.5| + 0.5", "not in the papers",
               lambda t: _best_early_auc(t["auc"])),
-        Claim("early verdict at 10% of training, margin/pair alone, cross-validated AUC", "not in the papers",
+        Reading("early verdict at 10% of training, margin/pair alone, cross-validated AUC", "not in the papers",
               lambda t: value(t["verdict"], "auc", {"at_fraction": 0.1, "model": "margin/pair", "validation": "cv"})),
-        Claim("early verdict at 10%, three best features, cross-validated AUC", "not in the papers",
+        Reading("early verdict at 10%, three best features, cross-validated AUC", "not in the papers",
               lambda t: value(t["verdict"], "auc", {"at_fraction": 0.1, "model": "top3", "validation": "cv"})),
     ),
     rules={"cpu": "the demo's small arm (demo/small, gamma 0.45, width 128, the demo's clock), float32; data seed 0 x "

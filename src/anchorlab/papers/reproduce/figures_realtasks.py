@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from anchorlab.papers.runs import run_table
-from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register
+from anchorlab.papers.reproduce.registry import Figure, Made, Reading, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -99,29 +99,29 @@ NOTE = ("CPU scale: 2-layer width-128 GPT-2-style decoder, 400 steps per run, on
         "downloaded into the cache.")
 
 register(Figure(
-    id="journal-fig7a", paper="journal", number="Fig. 7A",
+    id="journal-fig7a", cids=("C9",), paper="journal", number="Fig. 7A",
     shows="SCAN addprim_turn_left: ID/OOD exact match vs training-set size, the two complexity-control settings",
     sweeps={"cpu": "scan_datasize_cpu", "paper": "scan_datasize_paper"}, make=make_datasize,
-    claims=(
-        Claim("small init + large wd beats large init + small wd on OOD at every data size (fraction of sizes)",
+    readings=(
+        Reading("small init + large wd beats large init + small wd on OOD at every data size (fraction of sizes)",
               "1.0 (every size)", lambda t: _wins(t["runs"])),
-        Claim("OOD exact match at the largest size, small init + large wd", "higher",
+        Reading("OOD exact match at the largest size, small init + large wd", "higher",
               lambda t: _largest(t["runs"], True, OOD)),
-        Claim("OOD exact match at the largest size, large init + small wd", "lower",
+        Reading("OOD exact match at the largest size, large init + small wd", "lower",
               lambda t: _largest(t["runs"], False, OOD)),
     ),
     notes=NOTE))
 
 register(Figure(
-    id="journal-fig7b", paper="journal", number="Fig. 7B",
+    id="journal-fig7b", cids=("C9",), paper="journal", number="Fig. 7B",
     shows="COGS: ID/OOD exact match vs training-set size, the two complexity-control settings",
     sweeps={"cpu": "cogs_datasize_cpu", "paper": "cogs_datasize_paper"}, make=make_datasize,
-    claims=(
-        Claim("small init + large wd beats large init + small wd on OOD at every data size (fraction of sizes)",
+    readings=(
+        Reading("small init + large wd beats large init + small wd on OOD at every data size (fraction of sizes)",
               "1.0 (every size)", lambda t: _wins(t["runs"])),
-        Claim("ID exact match at the largest size (20k in the paper), large init + small wd", "> 99%",
+        Reading("ID exact match at the largest size (20k in the paper), large init + small wd", "> 99%",
               lambda t: _largest(t["runs"], False, "final.id_exact")),
-        Claim("ID exact match at the largest size, small init + large wd", "> 99%",
+        Reading("ID exact match at the largest size, small init + large wd", "> 99%",
               lambda t: _largest(t["runs"], True, "final.id_exact")),
     ),
     notes=NOTE))
@@ -168,19 +168,19 @@ MATCHED_NOTE = ("CPU scale: 2-layer width-128 GPT-2-style decoder, each run trai
 for _fig, _task, _preset in (("journal-fig7a-matched", "SCAN addprim_turn_left", "scan_matched"),
                              ("journal-fig7b-matched", "COGS", "cogs_matched")):
     register(Figure(
-        id=_fig, paper="journal", number="Fig. 7" + ("A" if "7a" in _fig else "B"),
+        id=_fig, cids=("C9",), paper="journal", number="Fig. 7" + ("A" if "7a" in _fig else "B"),
         shows=f"{_task}: OOD exact match of the two settings at matched ID (train until ID >= 0.99, with a cap)",
         sweeps={"cpu": f"{_preset}_cpu", "paper": f"{_preset}_paper"}, make=make_matched,
-        claims=(
-            Claim("runs of small init + large wd that reached ID >= 0.99 by the cap (fraction)", "1.0 (> 99% ID)",
+        readings=(
+            Reading("runs of small init + large wd that reached ID >= 0.99 by the cap (fraction)", "1.0 (> 99% ID)",
                   lambda t: _reached(t["runs"], True)),
-            Claim("runs of large init + small wd that reached ID >= 0.99 by the cap (fraction)", "1.0 (> 99% ID)",
+            Reading("runs of large init + small wd that reached ID >= 0.99 by the cap (fraction)", "1.0 (> 99% ID)",
                   lambda t: _reached(t["runs"], False)),
-            Claim("OOD exact match gap, small minus large init, among runs at matched ID", "> 0 (significant)",
+            Reading("OOD exact match gap, small minus large init, among runs at matched ID", "> 0 (significant)",
                   lambda t: _matched_gap(t["runs"])),
-            Claim("OOD exact match, effect of init alone (small minus large init at fixed wd; all runs)",
+            Reading("OOD exact match, effect of init alone (small minus large init at fixed wd; all runs)",
                   "(not separated in the paper)", lambda t: knob_effect(t["runs"], OOD, "init")),
-            Claim("OOD exact match, effect of wd alone (large minus small wd at fixed init; all runs)",
+            Reading("OOD exact match, effect of wd alone (large minus small wd at fixed init; all runs)",
                   "(not separated in the paper)", lambda t: knob_effect(t["runs"], OOD, "wd")),
         ),
         notes=MATCHED_NOTE))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from anchorlab.papers.reproduce.figures_realtasks import SETTING_NAMES, knob_effect, setting_names
 from anchorlab.sweep.runtable import history_table
 from anchorlab.papers.runs import run_table
-from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register
+from anchorlab.papers.reproduce.registry import Figure, Made, Reading, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -98,34 +98,34 @@ def _square_effect(t: pd.DataFrame, knob: str) -> float:
 
 
 ADDITION_CLAIMS = (
-    Claim("small init + large wd generalizes into the held-out square (fraction of models where it beats "
+    Reading("small init + large wd generalizes into the held-out square (fraction of models where it beats "
           "large init + small wd there)", "1.0 (both models)", lambda t: _addition_wins(t.get("split_accuracy"))),
-    Claim("accuracy in the square, small init + large wd (mean over models and seeds)", "good rule generalization",
+    Reading("accuracy in the square, small init + large wd (mean over models and seeds)", "good rule generalization",
           lambda t: _split_acc(t.get("split_accuracy"), True, "ood")),
-    Claim("accuracy in the square, large init + small wd", "fails to generalize perfectly (< 1)",
+    Reading("accuracy in the square, large init + small wd", "fails to generalize perfectly (< 1)",
           lambda t: _split_acc(t.get("split_accuracy"), False, "ood")),
-    Claim("ID accuracy (held-out problems outside the square), large init + small wd", "(fits)",
+    Reading("ID accuracy (held-out problems outside the square), large init + small wd", "(fits)",
           lambda t: _split_acc(t.get("split_accuracy"), False, "id")),
 )
 KNOB_NOTE = ("the 2x2 of init rate x weight decay: the paper's two settings are its diagonal, the off-diagonal "
              "cells (small init + small wd, large init + large wd) change one knob at a time")
 
 register(Figure(
-    id="journal-fig7c", paper="journal", number="Fig. 7C",
+    id="journal-fig7c", cids=("C10",), paper="journal", number="Fig. 7C",
     shows="addition a + b (0..99) with the square 40..60 held out: accuracy per (a, b), two settings, two models",
-    sweeps={"cpu": "addition_cpu", "paper": "addition_paper"}, make=make_addition, claims=ADDITION_CLAIMS,
+    sweeps={"cpu": "addition_cpu", "paper": "addition_paper"}, make=make_addition, readings=ADDITION_CLAIMS,
     notes="CPU scale: width-128 models, 60 epochs of the 8,603 training problems, two seeds; the paper's sizes and "
           "schedule are not given (docs/reasoning_tasks.md)."))
 
 register(Figure(
-    id="journal-fig7c-knobs", paper="journal", number="Fig. 7C",
+    id="journal-fig7c-knobs", cids=("C10",), paper="journal", number="Fig. 7C",
     shows="addition with the held-out square over the 2x2 of init rate x weight decay: which knob carries the "
           "effect",
     sweeps={"cpu": "addition_knobs_cpu", "paper": "addition_knobs_paper"}, make=make_addition,
-    claims=ADDITION_CLAIMS + (
-        Claim("accuracy in the square, effect of init alone (small minus large init at fixed wd)",
+    readings=ADDITION_CLAIMS + (
+        Reading("accuracy in the square, effect of init alone (small minus large init at fixed wd)",
               "(not separated in the paper)", lambda t: _square_effect(t.get("split_accuracy"), "init")),
-        Claim("accuracy in the square, effect of wd alone (large minus small wd at fixed init)",
+        Reading("accuracy in the square, effect of wd alone (large minus small wd at fixed init)",
               "(not separated in the paper)", lambda t: _square_effect(t.get("split_accuracy"), "wd")),
     ),
     notes=f"As journal-fig7c, over {KNOB_NOTE}; three seeds (docs/reasoning_tasks.md)."))
@@ -182,11 +182,11 @@ def _large_init_rise_then_fall(t: pd.DataFrame) -> float | str:
 
 
 PRONTOQA_CLAIMS = (
-    Claim("small init + large wd converges faster (fraction of data sizes; never-converged runs count at the "
+    Reading("small init + large wd converges faster (fraction of data sizes; never-converged runs count at the "
           "cap)", "1.0 (every size)", lambda t: _frac_sizes(t.get("runs"), "converged_epoch", True)),
-    Claim("small init + large wd has the smaller generalization error (fraction of data sizes)",
+    Reading("small init + large wd has the smaller generalization error (fraction of data sizes)",
           "1.0 (every size)", lambda t: _frac_sizes(t.get("runs"), "gen_error")),
-    Claim("large init + small wd: epochs to converge first rise, then fall with data size", "qualitative",
+    Reading("large init + small wd: epochs to converge first rise, then fall with data size", "qualitative",
           lambda t: _large_init_rise_then_fall(t.get("runs"))),
 )
 
@@ -196,9 +196,9 @@ PRONTOQA_WITHDRAWN = ("At CPU scale the comparison is withdrawn: no setting of t
                       "(docs/reasoning_tasks.md, docs/figures/prontoqa_probe_cpu.csv).")
 
 register(Figure(
-    id="journal-fig7e", paper="journal", number="Fig. 7E",
+    id="journal-fig7e", cids=("C13",), paper="journal", number="Fig. 7E",
     shows="PrOntoQA true/false: convergence epochs and generalization error vs training-set size, two settings",
-    sweeps={"cpu": "prontoqa_cpu", "paper": "prontoqa_paper"}, make=make_prontoqa, claims=PRONTOQA_CLAIMS,
+    sweeps={"cpu": "prontoqa_cpu", "paper": "prontoqa_paper"}, make=make_prontoqa, readings=PRONTOQA_CLAIMS,
     notes="CPU scale: a 4-layer width-64 GPT-2-style model, hops 1..3 on depth-3 ontologies, two seeds; the "
           "paper: GPT-2 on the original PrOntoQA setup. " + PRONTOQA_WITHDRAWN))
 
@@ -211,16 +211,16 @@ def _best_hop1(t: pd.DataFrame) -> float:
 
 
 register(Figure(
-    id="journal-fig7e-knobs", paper="journal", number="Fig. 7E",
+    id="journal-fig7e-knobs", cids=("C13",), paper="journal", number="Fig. 7E",
     shows="PrOntoQA on the i.i.d. split over the 2x2 of init rate x weight decay: does any setting learn, and "
           "which knob carries the difference",
     sweeps={"cpu": "prontoqa_knobs_cpu", "paper": "prontoqa_knobs_paper"}, make=make_prontoqa,
-    claims=PRONTOQA_CLAIMS + (
-        Claim("one-hop i.i.d. test accuracy of the best setting (the comparison needs >= 0.7)",
+    readings=PRONTOQA_CLAIMS + (
+        Reading("one-hop i.i.d. test accuracy of the best setting (the comparison needs >= 0.7)",
               "(GPT-2 learns the task)", lambda t: _best_hop1(t.get("runs"))),
-        Claim("test accuracy, effect of init alone (small minus large init at fixed wd)",
+        Reading("test accuracy, effect of init alone (small minus large init at fixed wd)",
               "(not separated in the paper)", lambda t: knob_effect(t.get("runs"), "test_at", "init")),
-        Claim("test accuracy, effect of wd alone (large minus small wd at fixed init)",
+        Reading("test accuracy, effect of wd alone (large minus small wd at fixed init)",
               "(not separated in the paper)", lambda t: knob_effect(t.get("runs"), "test_at", "wd")),
     ),
     notes=f"CPU scale: the journal-fig7e model on the i.i.d. split (task.test_split: iid), 8,000 questions, "

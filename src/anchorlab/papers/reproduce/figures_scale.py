@@ -33,7 +33,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register
+from anchorlab.papers.reproduce.registry import Figure, Made, Reading, register
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -197,20 +197,20 @@ def _rate(rung: str, col: str, k: str, n: str):
 
 
 register(Figure(
-    id="study-scale", paper="study", number="scale ladder",
+    id="study-scale", cids=("C1",), paper="study", number="scale ladder",
     shows="the mirror task's per-run rates (small init composes, large init memorizes) at width 64 / 128 / 256 and "
           "at 900k sequences, on three op sets, with the verdict of a rule fixed before the runs",
     sweeps={"cpu": SWEEP},
     tables=make_scale,
     design_only=True,   # the committed width-128 rows come from opset_many_cpu.csv and fig2_cell_cpu.csv
     rules={"cpu": RULE},
-    claims=(
-        Claim("the contrast sharpens with width (64 -> 256, 100k sequences)", "the paper runs width 400 only",
+    readings=(
+        Reading("the contrast sharpens with width (64 -> 256, 100k sequences)", "the paper runs width 400 only",
               _verdict("width")),
-        Claim("the contrast sharpens with data (100k -> 900k, width 128)", "the paper runs 900k only", _verdict("data")),
-        *(Claim(f"{rung}: small-init runs that compose", "near all at width 400, 900k",
+        Reading("the contrast sharpens with data (100k -> 900k, width 128)", "the paper runs 900k only", _verdict("data")),
+        *(Reading(f"{rung}: small-init runs that compose", "near all at width 400, 900k",
                 _rate(rung, "compose_rate", "small_composes", "n_small")) for rung, _, _ in RUNGS),
-        *(Claim(f"{rung}: large-init runs that memorize", "near all at width 400, 900k",
+        *(Reading(f"{rung}: large-init runs that memorize", "near all at width 400, 900k",
                 _rate(rung, "memorize_rate", "large_memorizes", "n_large")) for rung, _, _ in RUNGS),
     ),
     notes="CPU scale: 72 runs, 14 of them committed (opset_many_cpu.csv, fig2_cell_cpu.csv: pass both with "

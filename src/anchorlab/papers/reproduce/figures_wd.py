@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from anchorlab.papers.reproduce.registry import Claim, Figure, Made, register, value
+from anchorlab.papers.reproduce.registry import Figure, Made, Reading, register, value
 
 if TYPE_CHECKING:
     import numpy as np
@@ -178,28 +178,28 @@ def _rescued(t: Mapping[str, pd.DataFrame], col: str) -> str:
 
 
 GRID_CLAIMS = (
-    Claim("smallest init (largest gamma) and largest weight decay: phase 3 (good ID and OOD)", "phase 3",
+    Reading("smallest init (largest gamma) and largest weight decay: phase 3 (good ID and OOD)", "phase 3",
           lambda t: _phase_at(t["cells"], "small", "max")),
-    Claim("largest init (smallest gamma) and smallest weight decay: phase 1 or 2 (poor OOD)", "phase 1/2",
+    Reading("largest init (smallest gamma) and smallest weight decay: phase 1 or 2 (poor OOD)", "phase 1/2",
           lambda t: _phase_at(t["cells"], "large", "min")),
-    Claim("inferential papers' cell, smallest init + largest wd", "high",
+    Reading("inferential papers' cell, smallest init + largest wd", "high",
           lambda t: value(t["cells"], "inferential_best", lambda c: _corner(c, "small", "max"))),
-    Claim("inferential papers' cell, largest init + smallest wd", "low",
+    Reading("inferential papers' cell, largest init + smallest wd", "low",
           lambda t: value(t["cells"], "inferential_best", lambda c: _corner(c, "large", "min"))),
-    Claim("Fig. 10: condensation grows with the init rate (Spearman of gamma vs mean |cos| of W_Q(1) rows, per run)",
+    Reading("Fig. 10: condensation grows with the init rate (Spearman of gamma vs mean |cos| of W_Q(1) rows, per run)",
           "positive", lambda t: _spearman(t["runs"], "init.gamma", "cond/wq0_mean_abs_cos")),
-    Claim("Fig. 5C: W_Q(1)'s stable rank falls as the phase index rises (Spearman over cells)", "negative",
+    Reading("Fig. 5C: W_Q(1)'s stable rank falls as the phase index rises (Spearman over cells)", "negative",
           lambda t: _spearman(t["cells"], "phase", "cond/wq0_stable_rank")),
-    Claim("a large decay rescues a draw that memorizes at the smallest decay (final metrics)",
+    Reading("a large decay rescues a draw that memorizes at the smallest decay (final metrics)",
           "small init + large wd reason", lambda t: _rescued(t, "rescued")),
 )
 
 register(Figure(
-    id="journal-gamma-wd", paper="journal", number="Fig. 3B / 5C / 10",
+    id="journal-gamma-wd", cids=("C3",), paper="journal", number="Fig. 3B / 5C / 10",
     shows="init rate x weight decay on the NeurIPS task, decay rows matched to the journal's by wd x sum of lr: "
           "the papers' cell and phase per cell, the rescue table, W_Q(1) condensation and stable rank",
     sweeps={"cpu": "gamma_wd_cpu", "paper": "fig3_paper"},
-    tables=make_wd, claims=GRID_CLAIMS,
+    tables=make_wd, readings=GRID_CLAIMS,
     rules={"cpu": "paper gammas 0.3 / 0.4 / 0.5 (init.ref_width 400) x weight decay 0 / 0.0149 / 0.149 / 1.49 (the "
                   "journal's 0 / 0.01 / 0.1 / 1 at the demo's clock, by decay exponent) x 5 init draws, one peak lr",
            "paper": "the journal's grid (journal-fig3's sweep: 10-layer GPT-2, width 640, 3 seeds)"},
@@ -207,12 +207,12 @@ register(Figure(
           "committed scores; the Fig. 10 matrices and stable ranks need the run directories)."))
 
 register(Figure(
-    id="journal-wd-rescue", paper="journal", number="Fig. 3B (rescue runs)",
+    id="journal-wd-rescue", cids=("C3",), paper="journal", number="Fig. 3B (rescue runs)",
     shows="does a large weight decay rescue an init draw that memorizes? the demo's small arm (gamma 0.45) at the "
           "journal's four decay rows, per draw",
     sweeps={"cpu": "wd_rescue_cpu"},
-    tables=make_wd, claims=GRID_CLAIMS[2:4] + GRID_CLAIMS[6:] + (
-        Claim("the same by the bests over training (a run that composed during training counts)",
+    tables=make_wd, readings=GRID_CLAIMS[2:4] + GRID_CLAIMS[6:] + (
+        Reading("the same by the bests over training (a run that composed during training counts)",
               "small init + large wd reason", lambda t: _rescued(t, "rescued_best")),),
     rules={"cpu": "the draws (data 0, init 1), (0, 3), (8, 0) that memorize and (0, 0) that composes at the demo's "
                   "small arm, each at weight decay 0 / 0.0149 / 0.149 / 1.49, float32"},

@@ -158,6 +158,8 @@ def describe_figures(scale: str | None = None, workers: int = 2) -> str:
                 except ConfigError as e:
                     seen[key] = f"(cannot expand here: {e})"
             lines.append(f"{'':18s}   {sc:5s} {seen[key]}")
+        if fig.cids:
+            lines.append(f"{'':18s}   claims: {', '.join(fig.cids)}")
         if fig.notes:
             lines.append(f"{'':18s}   note: {fig.notes}")
         if fig.options:
@@ -171,7 +173,7 @@ def claims_table(fig: Figure, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     import pandas as pd
 
     rows = []
-    for c in fig.claims:
+    for c in fig.readings:
         try:
             ours = c.ours(tables)
         except (KeyError, ValueError, IndexError, ConfigError) as e:

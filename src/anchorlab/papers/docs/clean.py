@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from docs_common import md_table, num, paper_gamma, scale_table, table
+from anchorlab.papers.docs.common import md_table, num, paper_gamma, scale_table, table
+from anchorlab.papers.reproduce.registry import register_study
 
 STEM = "clean_mechanism_cpu"
 SIDE = {"composes": "composes", "memorizes": "memorizes"}
@@ -119,3 +120,8 @@ def scale() -> str:
 def cell_scale() -> str:
     """The std-matched cell's mechanism sweep, beside the paper's mechanism run."""
     return scale_table([("ours", "mechanism_cpu"), ("paper", "mechanism_paper")])
+
+
+register_study("clean-picks", "the mechanism claims' (C4-C7) clean picks and the sweeps they came from", {
+    "clean-picks": picks, "clean-scale": scale, "mech-cell-scale": cell_scale,
+})

@@ -15,7 +15,7 @@ import pandas as pd
 
 from anchorlab.papers.gammas import PAPER_WIDTH, convert
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[4]   # the checkout (src/anchorlab/papers/docs/ -> the root)
 FIGURES = ROOT / "docs" / "figures"
 PAPERS_OP = "(4,3)"        # the papers' held-out pair
 

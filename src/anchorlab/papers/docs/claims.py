@@ -1,27 +1,23 @@
-"""The claims, one row each: the paper's result (its words), ours (from the tables), the scale, the status.
+"""The claims C1-C13 and EV as the results page states them, each registered with the docs blocks it owns.
+
+Each :class:`~anchorlab.papers.reproduce.registry.Claim` gives the paper's result (its words), ours (from the
+committed tables), the sweeps of its scale and its status; the figures it reads are those whose ``cids`` name it.
+Registering a claim here (:func:`_claim`) also registers its ``<id>-scale`` and ``<id>-status`` blocks
+(:mod:`.status`). The order of the declarations is the results page's.
 
 A status is computed from the tables where the claim has a numeric test (``docs_claims.*_status``);
-the mechanism claims C4-C7 are judged per measure over the picked seeds (docs_claims.seeded_status).
+the mechanism claims C4-C7 are judged per measure over the picked seeds (:func:`anchorlab.papers.docs.studies.seeded_status`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
-import docs_claims as cl
-import docs_clean as dc
-import docs_fig2 as f2
-from docs_common import md_table, num, paper_gamma, ratio, sweep_scale, table
-
-
-@dataclass(frozen=True)
-class Claim:
-    id: str
-    name: str
-    paper: str                      # the paper's result, in its words
-    ours: Callable[[], str]         # ours, short, from the tables
-    status: Callable[[], str]
-    sweeps: tuple[str, str]         # (our sweep preset, the paper-scale preset)
+from anchorlab.papers.docs import c3, status
+from anchorlab.papers.docs import clean as dc
+from anchorlab.papers.docs import fig2 as f2
+from anchorlab.papers.docs import studies as cl
+from anchorlab.papers.docs.common import num, paper_gamma, ratio, table
+from anchorlab.papers.reproduce.registry import BlockFn, Claim, register_claim
 
 
 def _cell(op: str, clock: float, gamma: float, fitted: bool = False):
@@ -95,7 +91,7 @@ def _c3_ours() -> str:
             f"unfit; composing runs {ratio(int((by_wd[lo] == 'composes').sum()), len(by_wd[lo]))} -> "
             f"{ratio(int((by_wd[best_final] == 'composes').sum()), len(by_wd[best_final]))} at wd {best_final:g}); "
             f"smaller inits memorize at every wd; "
-            + cl.c3_journal_reading() + "; " + _demo_reading())
+            + c3.c3_journal_reading() + "; " + _demo_reading())
 
 
 def _demo_reading() -> str:
@@ -159,66 +155,64 @@ def _verdict_ours() -> str:
     return f"at {r.at_fraction:.0%} of training: CV AUC {num(r.auc)}, accuracy {num(r.accuracy)} ({r.n_runs} runs)"
 
 
-CLAIMS: tuple[Claim, ...] = (
-    Claim("C1", "the headline", "small init composes, large init memorizes the mirror (each near 1)", _c1_ours, _c1_status,
-          ("fig2_cell_clock_cpu", "fig2_paper")),
-    Claim("C2", "gamma x depth (NeurIPS Fig. 2)", "the contrast at every depth >= 2", _c2_ours, _c2_status,
-          ("fig2_depth_cpu", "fig2_paper")),
-    Claim("C3", "phases and weight decay (journal Fig. 3, 10)", "smaller init and larger wd both move the model to reasoning",
-          _c3_ours, cl.c3_status, ("journal_fig3_cpu", "fig3_paper")),
-    Claim("C4", "information flow (NeurIPS Fig. 3)", "composing: the anchors read the key, the last token reads the "
-          "anchors; memorizing: the last token merges the anchors, then reads the key",
-          dc.claim_ours("C4"), dc.claim_status("C4"), ("predictors_cpu", "mechanism_paper")),
-    Claim("C5", "parallel vectors (NeurIPS Fig. 4)", "equal-target X_ao(2) nearly parallel when composing; all low "
-          "when memorizing", dc.claim_ours("C5"), dc.claim_status("C5"), ("predictors_cpu", "mechanism_paper")),
-    Claim("C6", "condensation (NeurIPS Fig. 5; journal Fig. 5)", "small init condenses the input weights",
-          cl.seeded_ours("C6"), cl.seeded_status("C6"), ("mechanism_cpu", "mechanism_paper")),
-    Claim("C7", "ordered embeddings (NeurIPS Fig. 5, 7)", "small init orders the key embeddings on a few large "
-          "eigenvalues", dc.claim_ours("C7", "init"), dc.claim_status("C7", ("init",)), ("demo_rate_cpu", "mechanism_paper")),
-    Claim("C8", "inferential complexity vs training speed (NeurIPS Fig. 6)",
-          "large init fits at one speed whatever the complexity; small init slows with it", _c8_ours, cl.c8_status,
-          ("prediction_matched_cpu", "prediction_paper")),
-    Claim("C9", "SCAN / COGS (journal Fig. 7A, B)", "at matched ID, small init + large wd generalizes better",
-          _c9_ours, cl.c9_status, ("scan_matched_cpu", "scan_matched_paper")),
-    Claim("C10", "addition (journal Fig. 7C)", "small init + large wd fills the held-out square",
-          _claims_ours("fig7c_knobs_cpu_claims.csv", 1, "square accuracy"), cl.c10_status,
-          ("addition_knobs_cpu", "addition_knobs_paper")),
-    Claim("C11", "language modelling (journal Fig. 7D)", "smaller init, lower perplexity", _c11_ours, cl.c11_status,
-          ("lm_seeds_cpu", "lm_paper")),
-    Claim("C12", "concept-graph diffusion (journal Fig. 6)", "small init draws the unseen concept combinations",
-          _c12_ours, cl.c12_status,
-          ("concepts_seeds_cpu", "concepts_fig6_paper")),
-    Claim("C13", "PrOntoQA (journal Fig. 7E)", "small init + large wd generalizes across hops", _c13_ours, cl.c13_status,
-          ("prontoqa_cpu", "prontoqa_paper")),
-    Claim("EV", "the early verdict (ours, no paper claim)", "-", _verdict_ours, lambda: "holds in its one setting",
-          ("predictors_cpu", "predictors_cpu")),
-)
+def _claim(c: Claim) -> Claim:
+    """Register ``c`` with its own blocks and the two every claim has: its scale (ours beside the paper's) and its
+    status line."""
+    return register_claim(Claim(c.id, c.name, c.paper, c.ours, c.status, c.sweeps, no_figure=c.no_figure,
+                                blocks={**c.blocks, f"{c.id.lower()}-scale": status.scale_block(c.id),
+                                        f"{c.id.lower()}-status": status.status_line(c.id)}))
 
 
-def _scale_short(ours: str, paper: str) -> str:
-    o, p = sweep_scale(ours), sweep_scale(paper)
-    return f"{o['width']} ({p['width']}); {o['seeds']} ({p['seeds']})"
+def _seeds(claim: str) -> dict[str, BlockFn]:
+    """A mechanism claim's table over the picked seeds of the std-matched cell."""
+    return {f"{claim.lower()}-seeds": lambda: cl.seeded_table(claim)} if claim in cl.SEEDED else {}
 
 
-def status_table(short: bool = False) -> str:
-    rows = []
-    for c in CLAIMS if not short else [c for c in CLAIMS if c.paper != "-"]:
-        one = sweep_scale(c.sweeps[0])
-        scale = _scale_short(*c.sweeps) if c.sweeps[0] != c.sweeps[1] else f"{one['width']}; {one['seeds']}"
-        if short:   # the README's: the scale is on the results page
-            rows.append([c.id, c.paper, c.ours(), f"**{c.status()}**"])
-        else:
-            rows.append([f"[{c.id}](#{c.id.lower()})", c.name, c.paper, c.ours(), scale, f"**{c.status()}**"])
-    head = ["claim", "the paper", "ours", "width; seeds: ours (paper)", "status"]
-    return md_table(head[:3] + head[4:] if short else head[:1] + ["what"] + head[1:], rows)
-
-
-def scale_block(claim: str) -> Callable[[], str]:
-    from docs_common import scale_table
-    c = next(x for x in CLAIMS if x.id == claim)
-    return lambda: scale_table([("ours", c.sweeps[0]), ("paper", c.sweeps[1])])
-
-
-def status_line(claim: str) -> Callable[[], str]:
-    c = next(x for x in CLAIMS if x.id == claim)
-    return lambda: f"**Status: {c.status()}.** Ours: {c.ours()}."
+_claim(Claim("C1", "the headline", "small init composes, large init memorizes the mirror (each near 1)", _c1_ours,
+             _c1_status, ("fig2_cell_clock_cpu", "fig2_paper"),
+             blocks={"c1-clock": f2.c1_clock, "c1-bracket": f2.c1_bracket, "c1-opsets": f2.c1_opsets,
+                     "c1-crossing": f2.c1_crossing, "c1-many": f2.c1_many, "c1-ladder": f2.c1_ladder,
+                     "c1-answers": f2.c1_answers}))
+_claim(Claim("C2", "gamma x depth (NeurIPS Fig. 2)", "the contrast at every depth >= 2", _c2_ours, _c2_status,
+             ("fig2_depth_cpu", "fig2_paper"), blocks={"c2-depth": f2.c2_depth, "fig2-hero": f2.fig2_hero}))
+_claim(Claim("C3", "phases and weight decay (journal Fig. 3, 10)",
+             "smaller init and larger wd both move the model to reasoning", _c3_ours, c3.c3_status,
+             ("journal_fig3_cpu", "fig3_paper"),
+             blocks={"c3-grid": c3.c3_grid, "c3-rescue": c3.c3_rescue, "c3-journal-cells": c3.c3_journal_cells,
+                     "c3-journal-claims": c3.c3_journal_claims, "c3-journal-depth": c3.c3_journal_depth,
+                     "c3-definitions": c3.c3_definitions}))
+_claim(Claim("C4", "information flow (NeurIPS Fig. 3)", "composing: the anchors read the key, the last token reads the "
+             "anchors; memorizing: the last token merges the anchors, then reads the key",
+             dc.claim_ours("C4"), dc.claim_status("C4"), ("predictors_cpu", "mechanism_paper"),
+             blocks={"c4-clean": lambda: dc.claim_table("C4"), "c4-clean-main": lambda: dc.claim_table("C4", main=True),
+                     "c4-flow": cl.c4_flow, **_seeds("C4")}))
+_claim(Claim("C5", "parallel vectors (NeurIPS Fig. 4)", "equal-target X_ao(2) nearly parallel when composing; all low "
+             "when memorizing", dc.claim_ours("C5"), dc.claim_status("C5"), ("predictors_cpu", "mechanism_paper"),
+             blocks={"c5-clean": lambda: dc.claim_table("C5"), "c5-clean-main": lambda: dc.claim_table("C5", main=True),
+                     "c5-init": lambda: dc.init_table("C5"), "c5-parallel": cl.c5_parallel, **_seeds("C5")}))
+_claim(Claim("C6", "condensation (NeurIPS Fig. 5; journal Fig. 5)", "small init condenses the input weights",
+             cl.seeded_ours("C6"), cl.seeded_status("C6"), ("mechanism_cpu", "mechanism_paper"),
+             blocks={"c6-condensation": cl.c6_condensation, **_seeds("C6")}))
+_claim(Claim("C7", "ordered embeddings (NeurIPS Fig. 5, 7)", "small init orders the key embeddings on a few large "
+             "eigenvalues", dc.claim_ours("C7", "init"), dc.claim_status("C7", ("init",)),
+             ("demo_rate_cpu", "mechanism_paper"),
+             blocks={"c7-clean": lambda: dc.claim_table("C7"), "c7-init": lambda: dc.init_table("C7"),
+                     "c7-spectrum": dc.spectrum, "c7-embedding": cl.c7_embedding, **_seeds("C7")}))
+_claim(Claim("C8", "inferential complexity vs training speed (NeurIPS Fig. 6)",
+             "large init fits at one speed whatever the complexity; small init slows with it", _c8_ours, cl.c8_status,
+             ("prediction_matched_cpu", "prediction_paper"), blocks={"c8-speed": cl.c8_speed, "c8-long": cl.c8_long}))
+_claim(Claim("C9", "SCAN / COGS (journal Fig. 7A, B)", "at matched ID, small init + large wd generalizes better",
+             _c9_ours, cl.c9_status, ("scan_matched_cpu", "scan_matched_paper"),
+             blocks={"c9-scan-cogs": cl.c9_scan_cogs}))
+_claim(Claim("C10", "addition (journal Fig. 7C)", "small init + large wd fills the held-out square",
+             _claims_ours("fig7c_knobs_cpu_claims.csv", 1, "square accuracy"), cl.c10_status,
+             ("addition_knobs_cpu", "addition_knobs_paper"), blocks={"c10-addition": cl.c10_addition}))
+_claim(Claim("C11", "language modelling (journal Fig. 7D)", "smaller init, lower perplexity", _c11_ours, cl.c11_status,
+             ("lm_seeds_cpu", "lm_paper"), blocks={"c11-lm": cl.c11_lm}))
+_claim(Claim("C12", "concept-graph diffusion (journal Fig. 6)", "small init draws the unseen concept combinations",
+             _c12_ours, cl.c12_status, ("concepts_seeds_cpu", "concepts_fig6_paper"),
+             blocks={"c12-concepts": cl.c12_concepts, "c12-precondition": cl.c12_precondition}))
+_claim(Claim("C13", "PrOntoQA (journal Fig. 7E)", "small init + large wd generalizes across hops", _c13_ours,
+             cl.c13_status, ("prontoqa_cpu", "prontoqa_paper"), blocks={"c13-prontoqa": cl.c13_prontoqa}))
+_claim(Claim("EV", "the early verdict (ours, no paper claim)", "-", _verdict_ours, lambda: "holds in its one setting",
+             ("predictors_cpu", "predictors_cpu"), blocks={"ev-verdict": cl.verdict, "ev-intervals": cl.predictor_intervals}))
