@@ -42,7 +42,7 @@ def test_rule_refuses_bad_bars():
 def test_clean_mechanism_measures_and_judges_two_tiny_runs(tmp_path, tiny_overrides):
     """Every measure of the claims table comes out of a trained run, and the judgement reads the sides apart."""
     from anchorlab.config import experiment_from_dict, load_yaml
-    from anchorlab.papers.clean_mechanism import MEASURES, judged, per_run, spectra
+    from anchorlab.papers.analysis.clean_mechanism import MEASURES, judged, per_run, spectra
     from anchorlab.train import train
 
     rows = []
@@ -65,7 +65,7 @@ def test_clean_mechanism_measures_and_judges_two_tiny_runs(tmp_path, tiny_overri
     assert set(j.comparison) == {"cleanest", "matched"} and (j.a_n == 1).all() and (j.b_n == 1).all()
     one = j[(j.comparison == "cleanest") & (j.measure == "L1 last->key")].iloc[0]
     assert one.reading == ("as the paper, apart" if one.a_mean < one.b_mean else "the other way")
-    from anchorlab.papers.clean_mechanism import init_contrast, judge
+    from anchorlab.papers.analysis.clean_mechanism import init_contrast, judge
 
     emb, spec = init_contrast(retrained[retrained.same_solution].assign(
         side=["small_init", "large_init", "large_init"], seed=[0, 0, 1]), top_k=4)
@@ -82,7 +82,7 @@ def test_clean_mechanism_measures_and_judges_two_tiny_runs(tmp_path, tiny_overri
 
 
 def test_claim_status_follows_the_legend():
-    from anchorlab.papers.clean_mechanism import claim_status
+    from anchorlab.papers.analysis.clean_mechanism import claim_status
 
     def j(readings, kinds=None):
         rows = [{"comparison": c, "claim": "C4", "kind": ">", "reading": r} for c, r in readings]

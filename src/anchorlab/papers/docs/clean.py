@@ -3,7 +3,7 @@
 Tables: clean_mechanism_cpu_picks.csv (the rule's picks with the committed and retrained final metrics),
 clean_mechanism_cpu_runs.csv (every measure per retrained run), clean_mechanism_cpu_judged.csv (each measure
 against the paper, per comparison) and clean_mechanism_cpu_spectra.csv (the embedding covariance's spectrum).
-The judgement and the statuses are computed in anchorlab.papers.clean_mechanism; this module only renders.
+The judgement and the statuses are computed in anchorlab.papers.analysis.clean_mechanism; this module only renders.
 """
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ def init_table(claim: str) -> str:
     gam = {"small_init": "journal gamma 0.8", "large_init": "journal gamma 0.4"}
     paper = {">": "small above large", "<": "small below large"}
     rows = [[f"{r['label']} (`{r['measure']}`)", _side(r, "a"), _side(r, "b"),
-             paper.get(r["kind"], "") if isinstance(r["kind"], str) else "", r["reading"]] for r in j.to_dict("records")]
+             paper.get(r["kind"], "") if isinstance(r["kind"], str) else "", r["reading"]]
+            for r in j.to_dict("records")]
     n = init.groupby("side").size()
     return md_table(["measure", f"small init, {gam['small_init']} ({n['small_init']} seeds)",
                      f"large init, {gam['large_init']} ({n['large_init']} seeds)", "the paper", "ours"], rows)
@@ -77,7 +78,7 @@ def init_table(claim: str) -> str:
 
 def claim_status(claim: str, comparisons: tuple[str, ...] = ("cleanest", "matched")) -> Callable[[], str]:
     def status() -> str:
-        from anchorlab.papers.clean_mechanism import claim_status as rule
+        from anchorlab.papers.analysis.clean_mechanism import claim_status as rule
 
         return rule(table(f"{STEM}_judged.csv"), claim, comparisons)
     return status

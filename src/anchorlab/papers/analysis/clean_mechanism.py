@@ -90,7 +90,8 @@ def measures(run_dir: str | Path, n_inputs: int = 2000, n_draws: int = 4, residu
     """Every measure of :data:`MEASURES` for one trained run (see the module docstring)."""
     from anchorlab.analysis.mechanism.flow import FlowScoresOptions, compute_flow_scores
     from anchorlab.analysis.mechanism.masks import MaskAnchor2Options, anchor2_masked_cosines
-    from anchorlab.analysis.mechanism.representations import CosAo2Options, CosV2Options, compute_cos_ao2, compute_cos_v2
+    from anchorlab.analysis.mechanism.representations import (CosAo2Options, CosV2Options, compute_cos_ao2,
+                                                              compute_cos_v2)
     from anchorlab.analysis.similarity import contrast_of, cosine_levels
     from anchorlab.train import load_run
 
@@ -195,7 +196,8 @@ def embedding_measures(E: "torch.Tensor") -> dict[str, float]:
             **step_directions(E, DEFAULT_TOKENS), "ordinal_spearman": ordinal_rank_correlation(E, DEFAULT_TOKENS)}
 
 
-def init_contrast(runs: "pd.DataFrame", top_k: int = 10, n_draws: int = 4, seed: int = 0) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+def init_contrast(runs: "pd.DataFrame", top_k: int = 10, n_draws: int = 4,
+                  seed: int = 0) -> tuple["pd.DataFrame", "pd.DataFrame"]:
     """The init contrast as the papers draw it, every seed on its own: C7 (NeurIPS Fig. 7, journal Fig. 5B) and
     the journal's Fig. 4D (the second anchor masked: ``masked contrast``). From rows with ``run_id``, ``side``
     (``small_init`` / ``large_init``), ``seed`` and ``run_dir``: (per-run measures, long spectra table side /
@@ -236,13 +238,14 @@ def claim_status(judgement: "pd.DataFrame", claim: str, comparisons: tuple[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m anchorlab.papers.clean_mechanism --runs DIR --out DIR``: the four tables from the clean picks'
-    folder (``picks.csv``, ``retrained.csv`` and the runs)."""
+    """``python -m anchorlab.papers.analysis.clean_mechanism --runs DIR --out DIR``: the tables from the clean
+    picks' folder (``picks.csv``, ``retrained.csv`` and the runs)."""
     import argparse
 
     import pandas as pd
 
-    ap = argparse.ArgumentParser(prog="python -m anchorlab.papers.clean_mechanism", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m anchorlab.papers.analysis.clean_mechanism",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--runs", required=True, type=Path, help="the clean picks' folder (retrained.csv)")
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--stem", default="clean_mechanism_cpu")
