@@ -14,7 +14,7 @@ from anchorlab.papers.reproduce import figures_diffusion  # noqa: F401,E402  (re
 from anchorlab.papers.reproduce import figures_fig2, figures_predictors, figures_wd  # noqa: F401  (register)
 from anchorlab.papers.reproduce import figures_opset, figures_opset_many  # noqa: F401  (register)
 from anchorlab.papers.reproduce import figures_journal3  # noqa: F401  (register)
-from anchorlab.papers.reproduce import figures_scale  # noqa: F401  (register)
+from anchorlab.papers.reproduce import figures_scale, figures_spectrum  # noqa: F401  (register)
 from anchorlab.papers.reproduce.registry import (BLOCKS, CLAIMS, FIGURES, Claim, Figure, FlagSpec, Option, Reading, register,
                                                  register_claim, register_study)
 from anchorlab.papers.reproduce.runner import describe_figures, figure_spec, reproduce
