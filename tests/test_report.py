@@ -151,24 +151,35 @@ def test_screenshot_without_chromium_is_one_line(report, tmp_path, monkeypatch):
                             "or open the HTML in a browser")
 
 
-def test_a_paper_figure_is_named_only_for_that_figures_spec():
+def test_a_presets_captions_name_its_figures_only_when_it_ran_unchanged():
     import dataclasses
     import json
 
     import yaml
 
-    from anchorlab.report import paper_figure
+    from anchorlab.report import preset_captions
     from anchorlab.sweep.grid import load_sweep, resolve_sweep
 
     def stored(spec):   # as the sweep runner writes sweep.yaml and the report reads it back
         return yaml.safe_load(yaml.safe_dump(json.loads(json.dumps(spec.to_dict(), default=list)), sort_keys=False))
 
     fig3 = load_sweep(resolve_sweep("fig3_cpu"))
-    assert paper_figure(stored(fig3)) == "journal-fig3"
-    assert paper_figure(stored(load_sweep(resolve_sweep("fig2_cpu")))) == "neurips-fig2"
-    assert paper_figure(stored(dataclasses.replace(fig3, set=(*fig3.set, "train.epochs=1")))) is None   # --set
-    assert paper_figure(stored(load_sweep(resolve_sweep("addition_cpu")))) is None
-    assert paper_figure({"name": "rep", "base": "demo/small", "axes": {"init.gamma": [0.3, 0.6]}}) is None
+    assert preset_captions(stored(fig3))["rows"] == {"optim.weight_decay=0.01": "Journal Fig. 3A"}
+    assert preset_captions(stored(load_sweep(resolve_sweep("fig2_cpu")))) == {"depth": "NeurIPS Fig. 2"}
+    assert preset_captions(stored(dataclasses.replace(fig3, set=(*fig3.set, "train.epochs=1")))) == {}   # --set
+    assert preset_captions(stored(load_sweep(resolve_sweep("addition_cpu")))) == {}
+    assert preset_captions({"name": "rep", "base": "demo/small", "axes": {"init.gamma": [0.3, 0.6]}}) == {}
+    # a spec that copies a preset's captions but not its runs is not that preset
+    assert preset_captions({"name": "rep", "base": "demo/small", "captions": {"depth": "NeurIPS Fig. 2"}}) == {}
+
+
+def test_the_library_report_names_no_paper_figure():
+    import inspect
+
+    import anchorlab.report as report
+
+    src = inspect.getsource(report)
+    assert "NeurIPS" not in src and "Journal Fig" not in src
 
 
 def test_accuracy_axes_run_from_0_to_1_and_losses_keep_their_scale():

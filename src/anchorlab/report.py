@@ -1,7 +1,7 @@
 """``anchorlab report SWEEP_DIR``: a sweep's runs, figures and tables as one HTML page.
 
 Reads ``SWEEP_DIR/results.sqlite`` and ``sweep.yaml``, aggregates with the
-spec's ``aggregate`` options (NeurIPS rule by default) and writes
+spec's ``aggregate`` options (the papers' rule by default) and writes
 ``SWEEP_DIR/report/index.html`` with:
 
 * a run table: status, axis values, the task's headline metrics (``headline``
@@ -12,15 +12,15 @@ spec's ``aggregate`` options (NeurIPS rule by default) and writes
   the headline metrics against each axis, and for the anchor task the paper's
   figures its axes allow:
 
-  - ``init.gamma`` x ``model.n_layers``  -> symmetric / inferential heatmaps (NeurIPS Fig. 2)
-  - ``init.gamma`` x ``optim.weight_decay`` -> OOD heatmap, phases marked (journal Fig. 3B), and the
-    first-layer stable rank per cell (journal Fig. 5C)
-  - ``init.gamma`` (per value of any other axis) -> ID/OOD vs gamma, phase bands (journal Fig. 3A: the
-    weight decay 0.01 row)
+  - ``init.gamma`` x ``model.n_layers``  -> symmetric / inferential heatmaps
+  - ``init.gamma`` x ``optim.weight_decay`` -> OOD heatmap, phases marked, and the first-layer stable rank
+    per cell
+  - ``init.gamma`` (per value of any other axis) -> ID/OOD vs gamma, phase bands
 
-  A caption names the paper figure only when the sweep is that figure's spec: its ``sweep.yaml`` is, as
-  written, one of the presets of :data:`FIGURE_PRESETS` (no ``--set``, no ``--only``). Any other sweep's
-  figures are named by what they vary. Accuracies and fractions are drawn on a 0-1 axis.
+  Captions name figures by what they vary. A bundled sweep preset may give its figures labels (the spec's
+  ``captions``: the papers' presets name the paper figure each stands for); a caption carries them only when
+  the sweep's ``sweep.yaml`` is, as written, that preset (no ``--set``, no ``--only``). Accuracies and
+  fractions are drawn on a 0-1 axis.
 
 * the cell table (also ``cells.csv``) and the sweep spec as YAML.
 
@@ -48,9 +48,6 @@ log = logging.getLogger(__name__)
 
 # The sweep presets that are a paper figure's spec (`anchorlab reproduce` runs them); a report names the figure
 # only for a sweep whose spec is one of these exactly.
-FIGURE_PRESETS = {"neurips-fig2": ("fig2_cpu", "fig2_std_cpu", "fig2_depth_cpu", "fig2_demo", "fig2_paper"),
-                  "journal-fig3": ("fig3_cpu", "journal_fig3_cpu", "fig3_paper")}
-FIG3A_WEIGHT_DECAY = 0.01   # journal Fig. 3A is the weight decay 0.01 row of Fig. 3's grid
 
 
 def _plain(spec: Any) -> Any:
@@ -59,18 +56,21 @@ def _plain(spec: Any) -> Any:
     return json.loads(json.dumps(spec, default=list))
 
 
-def paper_figure(spec: Mapping[str, Any]) -> str | None:
-    """The paper figure (a key of :data:`FIGURE_PRESETS`) whose spec this sweep's spec is, else None."""
+def preset_captions(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``captions`` of the bundled sweep preset this sweep's stored spec is, unchanged (no ``--set``, no
+    ``--only``); ``{}`` for any other sweep, whose figures are named by what they vary. The library names no
+    figure itself: a preset declares the labels its figures stand for."""
     from anchorlab.sweep.grid import load_sweep
     from anchorlab.sweep.presets import sweep_presets
 
     mine = _plain(dict(spec))
-    found = sweep_presets()
-    for figure, presets in FIGURE_PRESETS.items():
-        for name in presets:
-            if name in found and _plain(load_sweep(found[name]).to_dict()) == mine:
-                return figure
-    return None
+    if not mine.get("captions"):
+        return {}
+    for path in sweep_presets().values():
+        preset = load_sweep(path)
+        if preset.captions and _plain(preset.to_dict()) == mine:
+            return dict(preset.captions)
+    return {}
 
 
 def is_fraction(metric: str) -> bool:
@@ -106,7 +106,7 @@ def aggregation_text(opts: Any, axes: Sequence[str]) -> str:
 
 
 def _stable_rank_bubbles(d: Path, df: pd.DataFrame, cells: pd.DataFrame, out: Path) -> list[Path]:
-    """Journal Fig. 5C: bubble size = phase of the cell, colour = stable rank of the
+    """Stable rank per cell: bubble size = phase of the cell, colour = stable rank of the
     first-layer query weights averaged over the cell's finished runs."""
     from anchorlab.analysis.registry import sweep_stable_ranks
     from anchorlab.plots.complexity import plot_stable_rank_bubbles
@@ -124,8 +124,13 @@ def _stable_rank_bubbles(d: Path, df: pd.DataFrame, cells: pd.DataFrame, out: Pa
 
 
 def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[str], out: Path,
-                    definition: str, opts: Any, figure: str | None = None) -> list[Fig]:
-    """The anchor task's phase figures; ``figure`` (:func:`paper_figure`) names the paper figure the sweep is."""
+                    definition: str, opts: Any, captions: Mapping[str, Any] | None = None) -> list[Fig]:
+    """The anchor task's phase figures; ``captions`` (:func:`preset_captions`) the labels a preset gives them."""
+    captions = captions or {}
+
+    def label(kind: str, plain: str) -> str:
+        return f"{captions[kind]}: {plain[0].lower()}{plain[1:]}" if kind in captions else plain
+
     from anchorlab.plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma
     from anchorlab.plots.save import save_figure
 
@@ -139,21 +144,21 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
         return figs
     if set(axes) == {"init.gamma", "model.n_layers"}:
         figs.append(Fig(save_figure(plot_neurips_fig2(cells), out / "fig2")[0],
-                        ("NeurIPS Fig. 2: a" if figure == "neurips-fig2" else "Init rate x depth: a")
-                        + "ccuracy on the held-out anchor pairs under (a) the symmetric mapping "
+                        label("depth", "Init rate x depth: accuracy")
+                        + " on the held-out anchor pairs under (a) the symmetric mapping "
                         "(ood_symmetric_acc) and (b) the inferential mapping (ood_inferential_acc), per init rate "
                         "(x) and depth (y); hatched cells did not fit the seen pairs (id_acc < 0.9). Values: "
                         + definition))
     if set(axes) == {"init.gamma", "optim.weight_decay"}:
         figs.append(Fig(save_figure(plot_ood_heatmap(cells, ood_col=m.ood, id_col=m.id, comm_col=m.commutativity,
                                                      thresholds=t), out / "fig3b")[0],
-                        ("Journal Fig. 3B: " if figure == "journal-fig3" else "Init rate x weight decay: ")
-                        + f"OOD accuracy ({m.ood}) over init rate x weight decay; hatched: {m.id} < "
+                        label("weight_decay", "Init rate x weight decay: OOD")
+                        + f" accuracy ({m.ood}) over init rate x weight decay; hatched: {m.id} < "
                         f"{t.id_threshold:g}; green triangles: commutativity < {t.comm_threshold:g}. Metric "
                         f"definition '{opts.metrics}': {m.text}. Values: " + definition))
         for p in _stable_rank_bubbles(d, df, cells, out):
-            figs.append(Fig(p, ("Journal Fig. 5C: s" if figure == "journal-fig3" else "S")
-                            + "table rank of the first-layer query weights W_Q(1) (colour; "
+            figs.append(Fig(p, label("stable_rank", "Stable rank")
+                            + " of the first-layer query weights W_Q(1) (colour; "
                                "final weights, mean over the cell's finished runs) over init rate x weight decay; "
                                f"bubble size: the cell's phase ({rule})."))
     if "init.gamma" in axes:
@@ -163,11 +168,11 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
             key = key if isinstance(key, tuple) else (key,)
             tag = "_".join(f"{a}={v}" for a, v in zip(others, key))
             where = f" at {', '.join(f'{a} = {v}' for a, v in zip(others, key))}" if others else ""
-            fig3a = (figure == "journal-fig3" and others == ["optim.weight_decay"]
-                     and float(key[0]) == FIG3A_WEIGHT_DECAY)
+            at = ", ".join(f"{a}={v}" for a, v in zip(others, key))
+            row = (captions.get("rows") or {}).get(at) if others else None
             figs.append(Fig(save_figure(plot_phase_vs_gamma(sub, id_col=m.id, ood_col=m.ood),
                                         out / f"fig3a{('_' + tag) if tag else ''}")[0],
-                            ("Journal Fig. 3A" if fig3a else "Init rate") + f"{where}: "
+                            (row or "Init rate") + f"{where}: "
                             f"ID accuracy ({m.id}, blue) and OOD accuracy ({m.ood}, red) "
                             f"against the init rate, the background coloured by phase ({rule}). Values: "
                             + definition))
@@ -220,7 +225,7 @@ def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int
     headline = list(task_class(task_name).headline)
     atomic_write(out / "cells.csv", lambda p: cells.to_csv(p, index=False))
 
-    figure = paper_figure(spec)   # the paper figure this sweep is the spec of, if any
+    captions = preset_captions(spec)   # the labels of the preset this sweep ran unchanged, if any
     figs: list[Fig] = []
     shown = [m for m in headline if m in cells.columns]
     numeric = [a for a in axes if pd.api.types.is_numeric_dtype(cells[a]) and cells[a].nunique() > 1]
@@ -236,7 +241,7 @@ def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int
                               + (f", one line per setting of {', '.join(others)}" if others else "")
                               + ". Each point is one cell of the sweep: " + definition))
     if task_name == "anchor":
-        figs += _anchor_figures(d, df, cells, axes, out, definition, opts, figure)
+        figs += _anchor_figures(d, df, cells, axes, out, definition, opts, captions)
     curves = _curves(df, out, headline, run_axes, max_curves)
     figs += list(curves.values())[:inline_curves]
 
@@ -254,7 +259,8 @@ def make_report(sweep_dir: str | Path, max_curves: int = 200, inline_curves: int
             f"Aggregation ({'default' if not spec.get('aggregate') else 'from the spec'}): {definition}"]
     title = "Cells (phase diagram table)" if "phase" in cells.columns else "Cells (mean over seeds)"
     varies = " x ".join(run_axes) or "no axis"
-    heading = f"Sweep {spec.get('name', d.name)}: {varies}" + (f" (the spec of {figure})" if figure else "")
+    labels = ", ".join(dict.fromkeys(v for k, v in captions.items() if isinstance(v, str)))
+    heading = f"Sweep {spec.get('name', d.name)}: {varies}" + (f" (the spec of {labels})" if labels else "")
     html = page(heading, meta, table, figs, cells, title, definition, spec, out,
                 run_table_note(len(runs), opts.source, definition))
     return write_text(out / "index.html", html)

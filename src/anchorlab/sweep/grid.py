@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SPEC_KEYS = ("name", "base", "set", "axes", "zip", "aggregate")
+SPEC_KEYS = ("name", "base", "set", "axes", "zip", "aggregate", "captions")
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,9 @@ class SweepSpec:
     set: tuple[str | tuple[str, Any], ...] = ()
     axes: tuple[Axis, ...] = ()
     aggregate: AggregateOptions = field(default_factory=AggregateOptions)
+    # labels its report's figures carry (anchorlab.report: "depth", "weight_decay", "stable_rank", and "rows":
+    # {"KEY=VALUE": label}) when the sweep ran this spec unchanged; not part of any run's config
+    captions: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -119,6 +122,8 @@ class SweepSpec:
         if zips:
             d["zip"] = zips
         d["aggregate"] = self.aggregate.to_dict()
+        if self.captions:
+            d["captions"] = copy.deepcopy(self.captions)
         return d
 
 
@@ -284,7 +289,20 @@ def sweep_from_dict(data: Mapping[str, Any], spec_dir: str | Path | None = None)
     if agg is not None and not isinstance(agg, Mapping):
         raise ConfigError(f"aggregate: expected a mapping, got {agg!r}")
     return SweepSpec(name=data["name"], base=_resolve_base(data.get("base"), Path(spec_dir) if spec_dir else None),
-                     set=sets, axes=axes, aggregate=AggregateOptions.from_dict(agg))
+                     set=sets, axes=axes, aggregate=AggregateOptions.from_dict(agg),
+                     captions=_captions(data.get("captions")))
+
+
+def _captions(value: Any) -> dict[str, Any]:
+    """A spec's ``captions``: a mapping of figure kind -> label (``rows``: a mapping of ``KEY=VALUE`` -> label)."""
+    if value is None:
+        return {}
+    ok = isinstance(value, Mapping) and all(isinstance(v, str) or (k == "rows" and isinstance(v, Mapping))
+                                            for k, v in value.items())
+    if not ok:
+        raise ConfigError(f"captions: expected a mapping of figure kind -> label (rows: KEY=VALUE -> label), "
+                          f"got {value!r}")
+    return copy.deepcopy(dict(value))
 
 
 def load_sweep(spec: "SweepSpec | Mapping[str, Any] | str | Path") -> SweepSpec:

@@ -60,7 +60,8 @@ register(Figure(
     readings=(
         Reading("small init: a few large eigenvalues (share of the top two), above the large init",
                 "few large (small init) vs evenly spread (large)", _reading("top2_share")),
-        Reading("small init: fewer effective directions (participation ratio)", "qualitative", _reading("participation")),
+        Reading("small init: fewer effective directions (participation ratio)", "qualitative",
+                _reading("participation")),
         Reading("small init: +3 moves point one way in the PC plane", "ordered by steps of 3 and 4",
                 _reading("consistency_3")),
         Reading("small init: the keys ordered by value along a leading PC", "ordered", _reading("ordinal_spearman")),
