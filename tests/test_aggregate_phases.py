@@ -216,11 +216,11 @@ def _nonempty(paths):
 
 
 def test_figures_write_png_and_pdf(tmp_path):
-    from anchorlab.plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma, plot_run_history
+    from anchorlab.plots.phase import plot_mapping_grid, plot_ood_heatmap, plot_phase_vs_gamma, plot_run_history
     from anchorlab.plots.save import save_figure as save
 
     cells = _cells_gamma_depth()
-    _nonempty(save(plot_neurips_fig2(cells), tmp_path / "fig2"))
+    _nonempty(save(plot_mapping_grid(cells), tmp_path / "fig2"))
     _nonempty(save(plot_ood_heatmap(cells, y="model.n_layers"), tmp_path / "fig3b"))
     one = classify_phases(cells[cells["model.n_layers"] == 1].assign(id_acc_std=0.01))
     fig = plot_phase_vs_gamma(one)
@@ -231,13 +231,13 @@ def test_figures_write_png_and_pdf(tmp_path):
                          "ood_inferential_acc": [0.0, 0.2, 0.4]})
     _nonempty(save(plot_run_history(hist), tmp_path / "curves"))
     with pytest.raises(ConfigError, match="ood_symmetric_acc"):
-        plot_neurips_fig2(cells.drop(columns="ood_symmetric_acc"))
+        plot_mapping_grid(cells.drop(columns="ood_symmetric_acc"))
 
 
 def test_fig2_hatches_poor_id_cells():
-    from anchorlab.plots.phase import plot_neurips_fig2
+    from anchorlab.plots.phase import plot_mapping_grid
 
-    fig = plot_neurips_fig2(_cells_gamma_depth())
+    fig = plot_mapping_grid(_cells_gamma_depth())
     hatched = [p for p in fig.axes[0].patches if p.get_hatch()]
     assert len(hatched) == 1                                              # only gamma .3, depth 2
     assert hatched[0].get_xy() == (-0.5, 0.5)

@@ -131,7 +131,7 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
     def label(kind: str, plain: str) -> str:
         return f"{captions[kind]}: {plain[0].lower()}{plain[1:]}" if kind in captions else plain
 
-    from anchorlab.plots.phase import plot_neurips_fig2, plot_ood_heatmap, plot_phase_vs_gamma
+    from anchorlab.plots.phase import plot_mapping_grid, plot_ood_heatmap, plot_phase_vs_gamma
     from anchorlab.plots.save import save_figure
 
     t = opts.thresholds
@@ -143,7 +143,7 @@ def _anchor_figures(d: Path, df: pd.DataFrame, cells: pd.DataFrame, axes: list[s
     if "phase" not in cells.columns:
         return figs
     if set(axes) == {"init.gamma", "model.n_layers"}:
-        figs.append(Fig(save_figure(plot_neurips_fig2(cells), out / "fig2")[0],
+        figs.append(Fig(save_figure(plot_mapping_grid(cells), out / "fig2")[0],
                         label("depth", "Init rate x depth: accuracy")
                         + " on the held-out anchor pairs under (a) the symmetric mapping "
                         "(ood_symmetric_acc) and (b) the inferential mapping (ood_inferential_acc), per init rate "

@@ -1,12 +1,11 @@
 """Phase-diagram figures of a sweep (draw only; the tables come from ``sweep.aggregate``).
 
-* :func:`plot_neurips_fig2` - NeurIPS Fig. 2: (4,3) accuracy under the symmetric and
-  the inferential mapping over gamma x depth; hatched where seen-pair test accuracy < 90%.
+* :func:`plot_mapping_grid` - the held-out pair's accuracy under the symmetric and the inferential
+  mapping over two axes (gamma x depth by default); hatched where seen-pair test accuracy < 90%.
 * :func:`plot_phase_vs_gamma` - journal Fig. 3A: ID and OOD accuracy vs gamma on
   background bands coloured by phase.
 * :func:`plot_ood_heatmap` - journal Fig. 3B: OOD accuracy over gamma x weight decay,
   hatched where ID is poor, triangles where commutativity < 70%.
-* :func:`plot_journal_grid` - journal Fig. 3B at a CPU scale beside the journal's own phase per cell.
 * :func:`plot_run_history` - a run's metrics over training steps.
 
 Each returns a Figure; :func:`anchorlab.plots.save.save_figure` writes it as PNG and PDF.
@@ -33,13 +32,13 @@ PHASE_NAMES = {"1": "phase 1 (poor ID)", "2n": "phase 2, non-commutative", "2c":
                "2": "phase 2", "3": "phase 3 (good ID and OOD)"}
 
 
-def _fmt(v: object) -> str:
+def fmt_value(v: object) -> str:
     if isinstance(v, float):
         return f"{v:g}"
     return str(v)
 
 
-def _need(table: pd.DataFrame, *cols: str) -> None:
+def need_columns(table: pd.DataFrame, *cols: str) -> None:
     for c in cols:
         if c not in table.columns:
             raise ConfigError(f"column {c!r} not in table; columns: {', '.join(map(str, table.columns))}")
@@ -58,14 +57,14 @@ def pivot_grid(table: pd.DataFrame, x: str, y: str, value: str) -> pd.DataFrame:
     return g.sort_index().sort_index(axis=1)
 
 
-def _heatmap(ax: Axes, grid: pd.DataFrame, vmin: float = 0.0, vmax: float = 1.0,
+def heatmap(ax: Axes, grid: pd.DataFrame, vmin: float = 0.0, vmax: float = 1.0,
              cmap: str = "viridis", annotate: bool = True) -> AxesImage:
     """Draw a (n_y, n_x) grid with cell (i, j) centred at (j, i); NaN cells grey."""
     values = grid.to_numpy(dtype=float)
     cm = matplotlib.colormaps[cmap].with_extremes(bad="#bdbdbd")
     im = ax.imshow(np.ma.masked_invalid(values), origin="lower", cmap=cm, vmin=vmin, vmax=vmax, aspect="auto")
-    ax.set_xticks(range(grid.shape[1]), [_fmt(v) for v in grid.columns])
-    ax.set_yticks(range(grid.shape[0]), [_fmt(v) for v in grid.index])
+    ax.set_xticks(range(grid.shape[1]), [fmt_value(v) for v in grid.columns])
+    ax.set_yticks(range(grid.shape[0]), [fmt_value(v) for v in grid.index])
     if annotate and values.size <= 400:
         for i in range(values.shape[0]):
             for j in range(values.shape[1]):
@@ -75,13 +74,13 @@ def _heatmap(ax: Axes, grid: pd.DataFrame, vmin: float = 0.0, vmax: float = 1.0,
     return im
 
 
-def _hatch(ax: Axes, mask: np.ndarray, hatch: str = "///") -> None:
+def hatch(ax: Axes, mask: np.ndarray, hatch: str = "///") -> None:
     for i, j in zip(*np.nonzero(mask)):
         ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch=hatch,
                                edgecolor=(1, 1, 1, 0.45), linewidth=0))   # half-white: the numbers stay legible
 
 
-def plot_neurips_fig2(table: pd.DataFrame, x: str = "init.gamma", y: str = "model.n_layers",
+def plot_mapping_grid(table: pd.DataFrame, x: str = "init.gamma", y: str = "model.n_layers",
                       symmetric: str = "ood_symmetric_acc", inferential: str = "ood_inferential_acc",
                       id_col: str = "id_acc", id_threshold: float = 0.9) -> Figure:
     """Two heatmaps (symmetric, inferential mapping) over ``x`` (gamma) x ``y`` (depth).
@@ -105,14 +104,14 @@ def draw_mapping_pair(fig: Figure, axes: Sequence[Axes], table: pd.DataFrame, x:
     """NeurIPS Fig. 2's two panels on ``axes``: ``symmetric`` and ``inferential`` over ``x`` x ``y``,
     each cell annotated, hatched where ``id_col`` < ``id_threshold``, with a colour bar each. ``titles``,
     ``xlabel``, ``ylabel`` default to the mapping and column names, ``x`` (init rate) and ``y``."""
-    _need(table, x, y, symmetric, inferential, id_col)
+    need_columns(table, x, y, symmetric, inferential, id_col)
     if titles is None:
         titles = [f"({k}) {m} mapping\n{col}" for k, m, col in (("a", "symmetric", symmetric),
                                                                ("b", "inferential", inferential))]
     poor = pivot_grid(table, x, y, id_col).to_numpy(dtype=float) < id_threshold
     for ax, col, title in zip(axes, (symmetric, inferential), titles):
-        im = _heatmap(ax, pivot_grid(table, x, y, col))
-        _hatch(ax, poor)
+        im = heatmap(ax, pivot_grid(table, x, y, col))
+        hatch(ax, poor)
         ax.set_title(title, fontsize=title_size)
         ax.set_xlabel(xlabel or f"{x} (init rate)")
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="accuracy")
@@ -140,7 +139,7 @@ def plot_phase_vs_gamma(table: pd.DataFrame, x: str = "init.gamma", id_col: str 
                         ood_col: str = "ood_acc", phase_col: str = "phase_label") -> Figure:
     """ID (blue) and OOD (red) accuracy vs ``x``, error bars from ``<col>_std`` when present,
     on background bands coloured by ``phase_col`` (from ``eval.phases.classify_phases``)."""
-    _need(table, x, id_col, ood_col, phase_col)
+    need_columns(table, x, id_col, ood_col, phase_col)
     if table[x].duplicated().any():
         raise ConfigError(f"plot_phase_vs_gamma: several rows per {x}; select one value of the other axes")
     t = table.sort_values(x)
@@ -167,11 +166,11 @@ def plot_ood_heatmap(table: pd.DataFrame, x: str = "init.gamma", y: str = "optim
                      thresholds: PhaseThresholds = PhaseThresholds()) -> Figure:
     """OOD accuracy over ``x`` x ``y``; hatched where ``id_col`` < id threshold, green
     triangles where ``comm_col`` < commutativity threshold (journal Fig. 3B)."""
-    _need(table, x, y, ood_col, id_col)
+    need_columns(table, x, y, ood_col, id_col)
     fig = Figure(figsize=(6.5, 4.5))
     ax = fig.subplots()
-    im = _heatmap(ax, pivot_grid(table, x, y, ood_col), cmap="RdYlBu_r")
-    _hatch(ax, pivot_grid(table, x, y, id_col).to_numpy(dtype=float) < thresholds.id_threshold)
+    im = heatmap(ax, pivot_grid(table, x, y, ood_col), cmap="RdYlBu_r")
+    hatch(ax, pivot_grid(table, x, y, id_col).to_numpy(dtype=float) < thresholds.id_threshold)
     handles = [Patch(facecolor="none", edgecolor="k", hatch="///",
                      label=f"{id_col} < {thresholds.id_threshold:.0%}")]
     if comm_col in table.columns:
@@ -192,7 +191,7 @@ def plot_run_history(history: pd.DataFrame, metrics: Sequence[str] | None = None
                      loss: str = "train_loss") -> Figure:
     """A run's history (one row per step, from ``sweep.aggregate.history_table`` or final.json):
     ``loss`` on a log scale (left, if present) and accuracies (right)."""
-    _need(history, "step")
+    need_columns(history, "step")
     if metrics is None:
         metrics = [m for m in ("train_acc", "id_acc", "ood_inferential_acc", "ood_symmetric_acc",
                                "commutativity") if m in history.columns]
@@ -210,7 +209,7 @@ def plot_run_history(history: pd.DataFrame, metrics: Sequence[str] | None = None
         a.grid(alpha=0.3)
     a = axes[0][-1]
     for m in metrics:
-        _need(history, m)
+        need_columns(history, m)
         a.plot(history.step, history[m], label=m)
     a.set_xlabel("step")
     a.set_ylabel("accuracy")
@@ -219,58 +218,4 @@ def plot_run_history(history: pd.DataFrame, metrics: Sequence[str] | None = None
     if metrics:
         a.legend(fontsize=8)
     fig.tight_layout()
-    return fig
-
-
-def plot_journal_grid(cells: pd.DataFrame, reading: str = "best", x: str = "optim.weight_decay", y: str = "gamma_axis",
-                      thresholds: PhaseThresholds = PhaseThresholds(), journal: str = "journal_phase",
-                      xlabel: str | None = None, ylabel: str | None = None) -> Figure:
-    """Journal Fig. 3B beside the journal's own cells: (left) our mean OOD accuracy of ``reading`` over
-    ``y`` (init rate) x ``x`` (weight decay), each cell annotated with its value and phase label, hatched
-    where the mean ID is below the ID threshold, a green triangle where the mean commutativity on the
-    unseen pair is below the commutativity threshold; (right) the journal's phase label of the matched
-    cell, coloured by phase (blank off its grid). ``cells``: :func:`anchorlab.papers.eval.journal_cells.journal_cells`;
-    ``xlabel`` / ``ylabel`` default to the column names."""
-    ood, idc, phase = f"ood_{reading}", f"id_{reading}", f"phase_{reading}"
-    _need(cells, x, y, ood, idc, phase)
-    fig = Figure(figsize=(10.5, 1.0 * cells[y].nunique() + 2.4))
-    ax, jx = fig.subplots(1, 2)
-    grid = pivot_grid(cells, x, y, ood)
-    im = _heatmap(ax, grid, cmap="RdYlBu_r", annotate=False)
-    labels = pivot_grid(cells, x, y, phase)
-    for i in range(grid.shape[0]):
-        for j in range(grid.shape[1]):
-            v = grid.iat[i, j]
-            if isinstance(v, float) and math.isfinite(v):
-                ax.text(j, i, f"{v:.2f}\n{labels.iat[i, j]}", ha="center", va="center", fontsize=7,
-                        color="white" if v < 0.25 or v > 0.8 else "black")
-    _hatch(ax, pivot_grid(cells, x, y, idc).to_numpy(dtype=float) < thresholds.id_threshold)
-    if "commutativity" in cells.columns:
-        low = pivot_grid(cells, x, y, "commutativity").to_numpy(dtype=float) < thresholds.comm_threshold
-        ii, jj = np.nonzero(low)
-        ax.scatter(jj - 0.3, ii + 0.3, marker="^", s=30, color="tab:green", edgecolor="k", linewidth=0.5, zorder=4)
-    fig.colorbar(im, ax=ax, label=f"OOD accuracy ({reading})")
-    ax.set_title(f"ours: mean OOD ({reading} reading) and phase\nhatched: ID < {thresholds.id_threshold:.0%}; "
-                 f"triangle: commutativity < {thresholds.comm_threshold:.0%}", fontsize=8)
-    if journal in cells.columns:
-        jl = pivot_grid(cells, x, y, journal)
-        jx.imshow(np.zeros(jl.shape), cmap="Greys", vmin=0, vmax=1, origin="lower", aspect="auto")
-        for i in range(jl.shape[0]):
-            for j in range(jl.shape[1]):
-                lab = jl.iat[i, j]
-                if isinstance(lab, str) and lab:
-                    jx.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, color=PHASE_COLORS.get(lab, "white")))
-                    jx.text(j, i, lab, ha="center", va="center", fontsize=9)
-        rows = cells.groupby(x)["journal_wd"].first() if "journal_wd" in cells.columns else None
-        jx.set_xticks(range(jl.shape[1]), [_fmt(v) + (f"\n(journal {_fmt(rows[v])})" if rows is not None else "")
-                                           for v in jl.columns])
-        jx.set_yticks(range(jl.shape[0]), [_fmt(v) for v in jl.index])
-        jx.set_title("the journal's phase at the matched cell\n(its Fig. 5C / 3B code; blank: off its grid)",
-                     fontsize=8)
-        jx.set_xlabel(f"{xlabel or x} (our value; rows matched by decay exponent)")
-    ax.set_xlabel(xlabel or x)
-    ax.set_ylabel(ylabel or f"{y} (init rate)")
-    fig.legend(handles=[Patch(color=PHASE_COLORS[k], label=PHASE_NAMES[k]) for k in ("1", "2n", "2c", "3")],
-               loc="lower center", ncol=4, fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig

@@ -92,7 +92,7 @@ def make_journal3(rows: pd.DataFrame, out: Path, scale: str) -> Made:
     from anchorlab.eval.definitions import metric_definition
     from anchorlab.papers.eval.journal_cells import cell_readings, claim_lines, depth_table, journal_cells, journal_view, main_cells
     from anchorlab.plots.complexity import plot_stable_rank_bubbles
-    from anchorlab.plots.phase import plot_journal_grid
+    from anchorlab.papers.plots.journal_grid import plot_journal_grid
     from anchorlab.plots.save import save_figure
     from anchorlab.plots.sweep import plot_matrix_grid
     d = metric_definition(METRICS)
