@@ -425,7 +425,7 @@ def test_the_fitted_reading_rereads_the_cells_from_the_trajectories_and_refuses_
 
 
 def test_the_map_says_where_a_cells_seeds_ran_different_lrs():
-    from anchorlab.papers.reproduce.figures_fig2_map import cells_markdown
+    from anchorlab.papers.reproduce.fig2_map import cells_markdown
 
     base = dict(threshold=0.5, id_min=0.9, solution="memorizes", n_runs=14)
     cells = pd.DataFrame([cell_row(**base, lrs_min=4, lrs_max=5), cell_row(**base, op_set="b", lrs_min=5, lrs_max=5)])
@@ -436,7 +436,7 @@ def test_the_map_says_where_a_cells_seeds_ran_different_lrs():
 
 
 def test_the_map_counts_the_contrast_case_by_case_where_both_gammas_ran_the_same_seed_and_lr():
-    from anchorlab.papers.reproduce.figures_fig2_map import pairs_markdown
+    from anchorlab.papers.reproduce.fig2_map import pairs_markdown
 
     def row(gamma, seed, lr, i, inf, sym, device="cpu: X", op="a"):
         return {"clock": 0.5, "model.n_layers": 2, "op_set": op, "paper_gamma": gamma, "peak_lr": lr, "seed": seed,

@@ -1,4 +1,4 @@
-"""The early-predictor study (reproduce.figures_predictors, figures_predictors_fit): outcome labels, held-out
+"""The early-predictor study (reproduce.figures_predictors, predictors_fit): outcome labels, held-out
 logistic verdicts on hand-made tables, the study rows from a run table (a tiny sweep, a committed table) and
 the figure, and train.predictors_until."""
 
@@ -13,7 +13,7 @@ import pytest
 from anchorlab.config import ConfigError, load_config
 from anchorlab.eval.solution import SOLUTIONS, outcome
 from anchorlab.papers.reproduce import figures_predictors as F
-from anchorlab.papers.reproduce import figures_predictors_fit as S
+from anchorlab.papers.reproduce import predictors_fit as S
 from anchorlab.papers.runs import run_table
 
 pytest.importorskip("scipy")

@@ -2,7 +2,7 @@
 
 A :class:`VerdictModel` is a logistic model on standardized predictor features (docs/predictors.md)
 at one fraction of training, fitted on a predictor study's runs by
-:func:`anchorlab.papers.reproduce.figures_predictors_fit.fit_verdict` and stored as JSON with its held-out validation and the
+:func:`anchorlab.papers.reproduce.predictors_fit.fit_verdict` and stored as JSON with its held-out validation and the
 setting it was fitted in (every config field shared by the study's runs, seeds aside). It is a
 statement about that setting: applied to a run of another setting, the analysis says which fields
 differ.

@@ -1,5 +1,5 @@
 """AUC of each early predictor for "composes" vs "memorizes" (draw only; the table is
-:func:`anchorlab.papers.reproduce.figures_predictors_fit.study_auc`).
+:func:`anchorlab.papers.reproduce.predictors_fit.study_auc`).
 
 :func:`plot_auc`: one row per feature, its AUC with the bootstrap interval at each fraction of
 training (one marker per fraction), a line at 0.5 (no separation) and at 0.15 / 0.85 (the early

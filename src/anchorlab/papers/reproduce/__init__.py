@@ -7,14 +7,13 @@ runs one (:mod:`.runner`); :func:`describe_figures` lists them with their runs
 and estimated compute. Figure modules: ``figures_*.py``.
 """
 
-from anchorlab.papers.reproduce import figures_mechanism, figures_phase, figures_prediction, figures_realtasks  # noqa: F401  (register)
-from anchorlab.papers.reproduce import figures_reasoning  # noqa: F401  (register)
-from anchorlab.papers.reproduce import figures_lm  # noqa: F401  (register)
-from anchorlab.papers.reproduce import figures_diffusion  # noqa: F401,E402  (register)
-from anchorlab.papers.reproduce import figures_fig2, figures_predictors, figures_wd  # noqa: F401  (register)
-from anchorlab.papers.reproduce import figures_opset, figures_opset_many  # noqa: F401  (register)
-from anchorlab.papers.reproduce import figures_journal3  # noqa: F401  (register)
-from anchorlab.papers.reproduce import figures_scale, figures_spectrum  # noqa: F401  (register)
+import importlib as _importlib
+import pkgutil as _pkgutil
+
+# every module figures_*.py of this package registers its figures on import: a new figure is a new module
+for _m in sorted(m.name for m in _pkgutil.iter_modules(__path__) if m.name.startswith("figures_")):
+    _importlib.import_module(f"{__name__}.{_m}")
+
 from anchorlab.papers.reproduce.registry import (BLOCKS, CLAIMS, FIGURES, Claim, Figure, FlagSpec, Option, Reading, register,
                                                  register_claim, register_study)
 from anchorlab.papers.reproduce.runner import describe_figures, figure_spec, reproduce

@@ -55,7 +55,7 @@ def make_fig2(rows: pd.DataFrame, out: Path, scale: str, threshold: float = 0.5,
     from anchorlab.papers.eval.judgement import cell_runs, cell_table, fitted_rows, ordered, pair_table, seed_table
     from anchorlab.io import atomic_write
     from anchorlab.papers.runs import in_progress_table, rows_curves
-    from anchorlab.papers.reproduce.figures_fig2_map import cells_markdown, pairs_markdown
+    from anchorlab.papers.reproduce.fig2_map import cells_markdown, pairs_markdown
 
     rows = ordered(rows)
     sources = sorted({s for s in rows.source if s})

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 FRACTIONS = (0.0, 0.05, 0.1, 1.0)     # 1.0: the trained model (descriptive, not a predictor)
-EARLY = (0.0, 0.05, 0.1)              # as figures_predictors_fit.EARLY (kept here: --list imports no pandas)
+EARLY = (0.0, 0.05, 0.1)              # as predictors_fit.EARLY (kept here: --list imports no pandas)
 
 
 def study_rows(rows: pd.DataFrame, fractions: Sequence[float] = FRACTIONS, threshold: float = 0.5,
@@ -43,7 +43,7 @@ def study_rows(rows: pd.DataFrame, fractions: Sequence[float] = FRACTIONS, thres
 
     from anchorlab.papers.analysis.auc import features_at_fractions
     from anchorlab.eval.solution import outcome
-    from anchorlab.papers.reproduce.figures_predictors_fit import RUN_COLUMNS
+    from anchorlab.papers.reproduce.predictors_fit import RUN_COLUMNS
 
     meta = rows.sort_values("run_id").reset_index(drop=True)
     final = ("final.id_acc", "final.ood_inferential_acc", "final.ood_symmetric_acc")
@@ -80,7 +80,7 @@ def make_predictors(rows: pd.DataFrame, out: Path, scale: str, threshold: float 
     from anchorlab.io import atomic_write
     from anchorlab.papers.plots.predictors import plot_auc
     from anchorlab.plots.save import save_figure
-    from anchorlab.papers.reproduce.figures_predictors_fit import VERDICT_COLUMNS, fit_verdict, study_auc, verdict_table, with_design
+    from anchorlab.papers.reproduce.predictors_fit import VERDICT_COLUMNS, fit_verdict, study_auc, verdict_table, with_design
 
     study = with_design(study_rows(rows, FRACTIONS, threshold, id_min))
     if study.empty:
