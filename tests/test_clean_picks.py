@@ -42,7 +42,7 @@ def test_rule_refuses_bad_bars():
 def test_clean_mechanism_measures_and_judges_two_tiny_runs(tmp_path, tiny_overrides):
     """Every measure of the claims table comes out of a trained run, and the judgement reads the sides apart."""
     from anchorlab.config import experiment_from_dict, load_yaml
-    from anchorlab.papers.analysis.clean_mechanism import MEASURES, judged, per_run, spectra
+    from anchorlab.papers.analysis.clean_mechanism import MEASURES, judged, per_run
     from anchorlab.train import train
 
     rows = []
@@ -56,7 +56,7 @@ def test_clean_mechanism_measures_and_judges_two_tiny_runs(tmp_path, tiny_overri
                      "retrained.final.ood_symmetric_acc": 0.0, "same_solution": True, "run_dir": str(d)})
     rows.append({**rows[0], "same_solution": False, "run_id": "gone", "run_dir": str(tmp_path / "nowhere")})
     retrained = pd.DataFrame(rows)
-    runs = per_run(retrained, n_inputs=64, n_draws=1)
+    runs, sp = per_run(retrained, top_k=5, n_inputs=64, n_draws=1)
     assert len(runs) == 3 and "gone" not in set(runs.run_id)       # a pick that lost its solution is left out
     for _, col, _, _ in MEASURES:
         assert col in runs and runs[col].notna().all(), col
@@ -72,7 +72,6 @@ def test_clean_mechanism_measures_and_judges_two_tiny_runs(tmp_path, tiny_overri
     assert len(emb) == 3 and len(spec) == 12 and emb.top2_share.between(0, 1).all()
     ji = judge(emb[emb.side == "small_init"], emb[emb.side == "large_init"], "init", ("C7",), "small_init", "large_init")
     assert set(ji.claim) == {"C7"} and (ji.b_n == 2).all()
-    sp = spectra(retrained, top_k=5)
     assert len(sp) == 15 and (sp.groupby("run_id").share.sum() <= 1 + 1e-9).all()
     assert (sp.groupby("run_id").share.apply(lambda s: s.is_monotonic_decreasing)).all()
     from anchorlab.papers.plots.spectrum import plot_spectra

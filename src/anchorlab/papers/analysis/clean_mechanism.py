@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     import pandas as pd
     import torch
 
+    from anchorlab.train import RunResult
+
 # the bars that the paper's words set for C5's levels, fixed before the clean picks were measured:
 # "nearly parallel" = mean raw cosine of equal-target X_ao(2) vectors >= 0.9; "always low" = mean |cosine| <= 0.3
 LEVELS = {"parallel": 0.9, "low": 0.3}
@@ -85,17 +87,16 @@ def _example(run: Any, residual: float) -> dict[str, float]:
     return _edges(flow_summary(flow_scores(pats, torch.tensor([PAPER_EXAMPLE_KEY_POS]))), "example ")
 
 
-def measures(run_dir: str | Path, n_inputs: int = 2000, n_draws: int = 4, residual: float = 0.5,
+def measures(run: "RunResult", n_inputs: int = 2000, n_draws: int = 4, residual: float = 0.5,
              seed: int = 0) -> dict[str, float]:
-    """Every measure of :data:`MEASURES` for one trained run (see the module docstring)."""
+    """Every measure of :data:`MEASURES` for one loaded run (:func:`anchorlab.train.load_run`; see the module
+    docstring)."""
     from anchorlab.analysis.mechanism.flow import FlowScoresOptions, compute_flow_scores
     from anchorlab.analysis.mechanism.masks import MaskAnchor2Options, anchor2_masked_cosines
     from anchorlab.analysis.mechanism.representations import (CosAo2Options, CosV2Options, compute_cos_ao2,
                                                               compute_cos_v2)
     from anchorlab.analysis.similarity import contrast_of, cosine_levels
-    from anchorlab.train import load_run
 
-    run = load_run(run_dir)
     row: dict[str, float] = {}
     for weight, prefix in (("contribution", ""), ("attention", "att ")):
         opts = FlowScoresOptions(n_inputs=n_inputs, split="test", by_pair=False, pairs="held_out", weight=weight,
@@ -111,34 +112,36 @@ def measures(run_dir: str | Path, n_inputs: int = 2000, n_draws: int = 4, residu
     return row
 
 
-def spectrum(run_dir: str | Path, top_k: int = 10) -> list[float]:
-    """The ``top_k`` largest eigenvalues of the key embeddings' covariance, as shares of its trace."""
+def spectrum(E: "torch.Tensor", top_k: int = 10) -> list[float]:
+    """The ``top_k`` largest eigenvalues of the key embeddings' covariance (``E``: vocab x d_model), as shares of
+    its trace."""
     from anchorlab.analysis.embedding import DEFAULT_TOKENS, covariance_spectrum
-    from anchorlab.train import load_run
 
-    ev = covariance_spectrum(load_run(run_dir).model.embed.weight, DEFAULT_TOKENS)
+    ev = covariance_spectrum(E, DEFAULT_TOKENS)
     return (ev[:top_k] / ev.sum()).tolist()
 
 
-def per_run(retrained: "pd.DataFrame", **kw: Any) -> "pd.DataFrame":
-    """``retrained.csv`` (the picks that reached their solution again) -> one row per run: side, set, run id,
-    gamma, the retrained final metrics, then :func:`measures`."""
+def _spectrum_rows(E: "torch.Tensor", side: str, set_: str, run_id: str, top_k: int) -> list[dict[str, Any]]:
+    return [{"side": side, "set": set_, "run_id": run_id, "index": i + 1, "share": v}
+            for i, v in enumerate(spectrum(E, top_k))]
+
+
+def per_run(retrained: "pd.DataFrame", top_k: int = 10, **kw: Any) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+    """``retrained.csv`` (the picks that reached their solution again) -> (one row per run: side, set, run id,
+    gamma, the retrained final metrics, then :func:`measures`; the long spectra table side / set / run_id /
+    index (1 = largest) / share, :func:`spectrum`), each run loaded once."""
     import pandas as pd
 
-    ok = retrained[retrained.same_solution.astype(bool)]
+    from anchorlab.train import load_run
+
     keep = ["side", "set", "rank", "run_id", "preset", "gamma", "weight_decay", "retrained.final.id_acc",
             "retrained.final.ood_inferential_acc", "retrained.final.ood_symmetric_acc"]
-    rows = [{**{k: r[k] for k in keep}, **measures(r["run_dir"], **kw)} for r in ok.to_dict("records")]
-    return pd.DataFrame(rows)
-
-
-def spectra(retrained: "pd.DataFrame", top_k: int = 10) -> "pd.DataFrame":
-    """Long table side, set, run_id, index (1 = largest), share: :func:`spectrum` of every retrained pick."""
-    import pandas as pd
-
-    ok = retrained[retrained.same_solution.astype(bool)]
-    return pd.DataFrame([{"side": r["side"], "set": r["set"], "run_id": r["run_id"], "index": i + 1, "share": v}
-                         for r in ok.to_dict("records") for i, v in enumerate(spectrum(r["run_dir"], top_k))])
+    rows, spec = [], []
+    for r in retrained[retrained.same_solution.astype(bool)].to_dict("records"):
+        run = load_run(r["run_dir"])
+        rows.append({**{k: r[k] for k in keep}, **measures(run, **kw)})
+        spec += _spectrum_rows(run.model.embed.weight, r["side"], r["set"], r["run_id"], top_k)
+    return pd.DataFrame(rows), pd.DataFrame(spec)
 
 
 def _read(a: "pd.Series", b: "pd.Series", kind: str) -> str:
@@ -214,9 +217,17 @@ def init_contrast(runs: "pd.DataFrame", top_k: int = 10, n_draws: int = 4,
         masked = contrast_of(anchor2_masked_cosines(run, MaskAnchor2Options(n_draws=n_draws, seed=seed)))
         rows.append({"side": r["side"], "seed": r["seed"], "run_id": r["run_id"], "masked contrast": masked,
                      **embedding_measures(run.model.embed.weight)})
-        spec += [{"side": r["side"], "set": "init", "run_id": r["run_id"], "index": i + 1, "share": v}
-                 for i, v in enumerate(spectrum(r["run_dir"], top_k))]
+        spec += _spectrum_rows(run.model.embed.weight, r["side"], "init", r["run_id"], top_k)
     return pd.DataFrame(rows), pd.DataFrame(spec)
+
+
+def init_tables(runs: "pd.DataFrame", **kw: Any) -> tuple["pd.DataFrame", "pd.DataFrame", "pd.DataFrame"]:
+    """:func:`init_contrast` of ``runs`` and its judgement, small against large init (comparison ``init``, the
+    measures of C5 and C7 it has): (per-run measures, judged, spectra)."""
+    emb, spec = init_contrast(runs, **kw)
+    judged_ = judge(emb[emb.side == "small_init"], emb[emb.side == "large_init"], "init", ("C5", "C7"),
+                    "small_init", "large_init")
+    return emb, judged_, spec
 
 
 AGAINST = ("the other way", "not as the paper")
@@ -259,17 +270,16 @@ def main(argv: list[str] | None = None) -> int:
     got = ["run_id", "side", "set", *[c for c in retrained.columns if c.startswith("retrained.")], "same_solution"]
     picks = pd.read_csv(a.runs / "picks.csv").merge(retrained[got], on=["run_id", "side", "set"], how="left")
     picks.to_csv(a.out / f"{a.stem}_picks.csv", index=False)
-    runs = per_run(retrained)
+    runs, clean_spec = per_run(retrained)
     runs.to_csv(a.out / f"{a.stem}_runs.csv", index=False)
-    judgement, spec = [judged(runs)], [spectra(retrained)]
+    judgement, spec = [judged(runs)], [clean_spec]
     if a.init_table is not None:
         t = pd.read_csv(a.init_table)
         t = t[t.op_set == a.op_set].rename(columns={"arm": "side"})
         t = t.assign(run_dir=[str(a.init_runs / "runs" / r) for r in t.run_id])
-        emb, sp = init_contrast(t)
+        emb, init_judged, sp = init_tables(t)
         emb.to_csv(a.out / f"{a.stem}_init.csv", index=False)
-        judgement.append(judge(emb[emb.side == "small_init"], emb[emb.side == "large_init"], "init", ("C5", "C7"),
-                               "small_init", "large_init"))
+        judgement.append(init_judged)
         spec.append(sp)
     pd.concat(judgement, ignore_index=True).to_csv(a.out / f"{a.stem}_judged.csv", index=False)
     spec = pd.concat(spec, ignore_index=True)

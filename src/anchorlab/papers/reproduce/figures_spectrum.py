@@ -2,7 +2,7 @@
 
 The demo's setting (``demo_rate_cpu``: the journal's task at width 128 with the stds of width 640, 1/10x its
 clock, journal gamma 0.4 and 0.8, ten seeds each) trained, then every run's key embeddings read on their own
-(:func:`anchorlab.papers.analysis.clean_mechanism.init_contrast`): the covariance spectrum as shares of its
+(:func:`anchorlab.papers.analysis.clean_mechanism.init_tables`): the covariance spectrum as shares of its
 trace, the participation ratio, the +3 / +4 directions in the leading PC plane and the magnitude ordering, with
 the journal's Fig. 4D masked contrast beside them. Tables: ``runs`` (per run), ``judged`` (small against large
 init, per measure), ``spectra`` (long); figure ``spectra.png``. The committed tables are
@@ -29,13 +29,11 @@ def side_rows(rows: "pd.DataFrame") -> "pd.DataFrame":
 
 def make_spectrum(sweep_dir: Path, out: Path, scale: str) -> Made:
     """The sweep's runs -> (tables, files): per-run measures, their judgement, the spectra and their figure."""
-    from anchorlab.papers.analysis.clean_mechanism import init_contrast, judge
+    from anchorlab.papers.analysis.clean_mechanism import init_tables
     from anchorlab.papers.plots.spectrum import plot_spectra
     from anchorlab.papers.runs import run_table
 
-    runs, spectra = init_contrast(side_rows(run_table([sweep_dir])))
-    judged = judge(runs[runs.side == "small_init"], runs[runs.side == "large_init"], "init", ("C5", "C7"),
-                   "small_init", "large_init")
+    runs, judged, spectra = init_tables(side_rows(run_table([sweep_dir])))
     out.mkdir(parents=True, exist_ok=True)
     png = out / "spectra.png"
     plot_spectra(spectra).savefig(png, dpi=110)
