@@ -20,7 +20,6 @@ its ``matched`` cleanest memorizing runs are picked beside them, so that one com
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SIDES = {"composes": "final.ood_inferential_acc", "memorizes": "final.ood_symmetric_acc"}
-PAPERS_OP_SET = "{1:+5,2:+1,3:-2,4:-8} (4,3) held out, (3,4)->x-6"
 COLUMNS = ["side", "set", "rank", "picked", "run_id", "preset", "table", "gamma", "ref_width", "weight_decay",
            "planned_steps", "final.id_acc", "final.ood_inferential_acc", "final.ood_symmetric_acc", "note"]
 
@@ -90,6 +88,7 @@ def candidates(tables: list[str | Path], rule: CleanRule = RULE) -> "pd.DataFram
     """One row per committed run of ``tables`` that the rule can consider (see the module docstring)."""
     import pandas as pd
 
+    from anchorlab.papers.reproduce.figures_fig2 import PAPERS_OP_SET
     from anchorlab.papers.runs import op_set_label, run_table
     from anchorlab.train.run import steps_plan
 
@@ -97,7 +96,7 @@ def candidates(tables: list[str | Path], rule: CleanRule = RULE) -> "pd.DataFram
     rows = []
     for t in tables:
         for r in run_table([t]).to_dict("records"):
-            if r["run_id"] not in known or not _is_number(r.get("final.ood_symmetric_acc")):
+            if r["run_id"] not in known or pd.isna(r.get("final.ood_symmetric_acc")):
                 continue
             preset, cfg = known[r["run_id"]]
             if (cfg.task.name != "anchor" or cfg.model.n_layers != rule.n_layers
@@ -110,13 +109,6 @@ def candidates(tables: list[str | Path], rule: CleanRule = RULE) -> "pd.DataFram
     cols = ["run_id", "preset", "table", "gamma", "ref_width", "weight_decay", "planned_steps", "final.id_acc",
             *SIDES.values()]
     return pd.DataFrame(rows, columns=cols).drop_duplicates("run_id").reset_index(drop=True)
-
-
-def _is_number(v: Any) -> bool:
-    try:
-        return not math.isnan(float(v))
-    except (TypeError, ValueError):
-        return False
 
 
 def _ranked(c: "pd.DataFrame", metric: str, rule: CleanRule) -> "pd.DataFrame":
@@ -151,10 +143,10 @@ def pick(cands: "pd.DataFrame", rule: CleanRule = RULE) -> "pd.DataFrame":
     return pd.DataFrame(out, columns=COLUMNS)
 
 
-def retrain(picks: "pd.DataFrame", out: str | Path) -> "pd.DataFrame":
+def retrain(picks: "pd.DataFrame", out: str | Path, rule: CleanRule = RULE) -> "pd.DataFrame":
     """Train every picked run from its preset's config into ``out/runs/<run_id>`` (a finished one is kept:
     resumable) and return the picks with the retrained final metrics (``retrained.*``) and ``same_solution``
-    (the retrained run passes its side's bars again)."""
+    (the retrained run passes its side's bars of ``rule`` again)."""
     from anchorlab.sweep.runtable import run_table
     from anchorlab.train import run
 
@@ -171,12 +163,17 @@ def retrain(picks: "pd.DataFrame", out: str | Path) -> "pd.DataFrame":
             run(cfg, d)
             done = run_table([d])
         got = {f"retrained.{k}": (done[k].iloc[0] if k in done else None) for k in ("final.id_acc", *SIDES.values())}
-        same = (got["retrained.final.id_acc"] >= RULE.id_min
-                and got[f"retrained.{SIDES[r['side']]}"] >= RULE.bar)
+        same = (got["retrained.final.id_acc"] >= rule.id_min
+                and got[f"retrained.{SIDES[r['side']]}"] >= rule.bar)
         rows.append({**r, **got, "same_solution": bool(same), "run_dir": str(d)})
     import pandas as pd
 
     return pd.DataFrame(rows)
+
+
+def _header(path: Path) -> str:
+    with path.open() as f:
+        return f.readline()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     log.setLevel(logging.INFO)
-    tables = [p for p in sorted(a.figures.glob("*.csv")) if "run_id" in p.open().readline()]
+    tables = [p for p in sorted(a.figures.glob("*.csv")) if "run_id" in _header(p)]
     a.out.mkdir(parents=True, exist_ok=True)
     picks = pick(candidates(tables))
     picks.to_csv(a.out / "picks.csv", index=False)

@@ -13,7 +13,13 @@ from anchorlab.papers.docs.common import md_table, num, paper_gamma, scale_table
 from anchorlab.papers.reproduce.registry import register_study
 
 STEM = "clean_mechanism_cpu"
-SIDE = {"composes": "composes", "memorizes": "memorizes"}
+
+
+def _journal_gamma(side: str) -> str:
+    """``journal gamma 0.8`` for ``small_init``: the demo's init of that side (the init contrast's runs)."""
+    from anchorlab.papers.demo_journal import GAMMAS
+
+    return f"journal gamma {GAMMAS[side]:g}"
 
 
 def _gamma(gamma: float, ref_width: float) -> str:
@@ -66,14 +72,14 @@ def init_table(claim: str) -> str:
     j = table(f"{STEM}_judged.csv")
     j = j[(j.claim == claim) & (j.comparison == "init")]
     init = table(f"{STEM}_init.csv")
-    gam = {"small_init": "journal gamma 0.8", "large_init": "journal gamma 0.4"}
     paper = {">": "small above large", "<": "small below large"}
     rows = [[f"{r['label']} (`{r['measure']}`)", _side(r, "a"), _side(r, "b"),
              paper.get(r["kind"], "") if isinstance(r["kind"], str) else "", r["reading"]]
             for r in j.to_dict("records")]
     n = init.groupby("side").size()
-    return md_table(["measure", f"small init, {gam['small_init']} ({n['small_init']} seeds)",
-                     f"large init, {gam['large_init']} ({n['large_init']} seeds)", "the paper", "ours"], rows)
+    return md_table(["measure", f"small init, {_journal_gamma('small_init')} ({n['small_init']} seeds)",
+                     f"large init, {_journal_gamma('large_init')} ({n['large_init']} seeds)", "the paper", "ours"],
+                    rows)
 
 
 def claim_status(claim: str, comparisons: tuple[str, ...] = ("cleanest", "matched")) -> Callable[[], str]:
@@ -106,8 +112,8 @@ def spectrum(top_k: int = 5) -> str:
     for (side, st), g in s.groupby(["side", "set"], sort=False):
         cells = [f"{num(v.share.mean())} ({num(v.share.min())} to {num(v.share.max())})"
                  for _, v in g.groupby("index")]
-        label = {"small_init": "small init, journal gamma 0.8 (journal task)",
-                 "large_init": "large init, journal gamma 0.4 (journal task)"}.get(side, f"{side} ({st}, clean picks)")
+        label = (f"{side.split('_')[0]} init, {_journal_gamma(side)} (journal task)" if st == "init"
+                 else f"{side} ({st}, clean picks)")
         rows.append([f"{label}, {g.run_id.nunique()} runs", *cells])
     return md_table(["runs", *[f"eigenvalue {i}" for i in range(1, top_k + 1)]], rows)
 
