@@ -207,3 +207,39 @@ def _clock_spec(clock):
     from anchorlab.papers.reproduce.runner import figure_spec
 
     return figure_spec(FIGURES["journal-fig3"], "cpu", options={"clock": clock})
+
+
+def test_longer_clock_reading_by_the_rule():
+    from anchorlab.papers.eval.journal_cells import longer_clock_reading
+
+    assert longer_clock_reading(0.95, 0.6) == "fit cut short"
+    assert longer_clock_reading(0.95, 0.4) == "fits, not phase 3"
+    assert longer_clock_reading(0.85, 0.9) == "still unfit"
+    assert longer_clock_reading(float("nan"), 0.9) == "still unfit"
+
+
+def test_clock_pairs_match_the_twin_by_decay_exponent():
+    """A 1x run (half the wd, twice the lr sum) pairs with its 1/2x twin of the same init, seed and decay row, and
+    is read by the rule on each reading; a run without a twin is an error naming it."""
+    from pathlib import Path
+
+    from anchorlab.config import ConfigError
+    from anchorlab.eval.definitions import METRIC_DEFINITIONS
+    from anchorlab.papers.eval.journal_cells import clock_pairs
+
+    short = pd.read_csv(Path(__file__).resolve().parents[1] / "docs" / "figures" / "journal_fig3_cpu.csv")
+    short = short[short["model.n_layers"] == 2]
+    top = short[short["optim.weight_decay"] == short["optim.weight_decay"].max()]
+    long = top[top["init.gamma"] == 0.8].copy()
+    long["run_id"] = ["long0", "long1"]
+    long["clock"], long["lr_sum"] = 1.0, long.lr_sum * 2
+    long["optim.weight_decay"] = long["optim.weight_decay"] / 2
+    long["final.acc/12/test"], long["final.acc/43/train"] = [0.99, 0.7], [0.8, 0.9]
+    d = METRIC_DEFINITIONS["authors-fig3"]
+    p = clock_pairs(short, long, d).set_index("run_id")
+    assert set(p.short_run_id) == set(top[top["init.gamma"] == 0.8].run_id)
+    assert p.loc["long0", "reading_final"] == "fit cut short" and p.loc["long1", "reading_final"] == "still unfit"
+    assert (p.short_clock == 0.5).all() and not p.short_fitted.any()
+    long["init.gamma"] = 0.7      # an init the shorter clock never ran: no twin
+    with pytest.raises(ConfigError, match="long0"):
+        clock_pairs(short, long, d)

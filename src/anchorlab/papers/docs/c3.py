@@ -106,7 +106,7 @@ def c3_journal_claims() -> str:
     rows = []
     for r in d.itertuples():
         stable = r.claim.startswith("stable rank")
-        rows.append([r.claim, r.line, r.along.replace("weight_decay", "wd"),
+        rows.append([r.claim, r.line, r.along.replace("weight_decay", "wd").replace("gamma", "journal gamma"),
                      f"{r.journal} ({word(r.journal_reading)})",
                      f"{r.ours_best} ({word(r.reading_best)})", held(r.holds_best),
                      "-" if stable else f"{r.ours_final} ({word(r.reading_final)})",
@@ -184,3 +184,27 @@ def c3_status() -> str:
     at0 = d[wd == low].sort_values("paper_gamma").inferential_best.tolist()
     gamma_helps = at0[-1] > at0[0]
     return "reproduced" if wd_helps and gamma_helps else "partly" if wd_helps or gamma_helps else "not reproduced"
+
+
+ONE_X_SWEEP, ONE_X_TABLE = "journal_fig3_decay_1x_cpu", "journal_fig3_cpu_1x.csv"
+
+
+def c3_one_x() -> str:
+    """C3's most-decay row at 1x the clock (``journal_fig3_decay_1x_cpu``; notes/2026-12-c3-1x.md): each 1x run
+    beside its 1/2x twin, the figure code's ID / OOD (final, then best over training) and the rule's reading of the
+    1x run per reading (:func:`~anchorlab.papers.eval.journal_cells.clock_pairs`)."""
+    from anchorlab.eval.definitions import METRIC_DEFINITIONS
+    from anchorlab.papers.eval.journal_cells import clock_pairs
+    from anchorlab.sweep.grid import expand
+
+    runs, _, _ = _journal_runs()
+    p = clock_pairs(runs, table(ONE_X_TABLE), METRIC_DEFINITIONS["authors-fig3"])
+    p = p.sort_values(["gamma_axis", "seed"], ascending=[False, True])
+    planned = len(expand(ONE_X_SWEEP))
+    rows = [[f"{r.gamma_axis:g} ({paper_gamma(r.gamma_axis, 640):.2f})", int(r.seed),
+             f"{num(r.short_id_final)} / {num(r.short_ood_final)}" + ("" if r.short_fitted else " (unfit)"),
+             f"{num(r.id_final)} / {num(r.ood_final)}", r.reading_final,
+             f"{num(r.id_best)} / {num(r.ood_best)}", r.reading_best] for r in p.itertuples()]
+    head = f"Runs: {len(p)} of {planned} (`{ONE_X_SWEEP}`); the figure code's ID and OOD.\n\n"
+    return head + md_table(["journal gamma (paper gamma)", "seed", "1/2x: ID / OOD, final", "1x: ID / OOD, final",
+                            "reading (final)", "1x: ID / OOD, best", "reading (best)"], rows)

@@ -243,7 +243,7 @@ def c13_prontoqa() -> str:
                      f"{num(part.test_final.min())}-{num(part.test_final.max())}"])
     p = table("prontoqa_probe_cpu.csv")
     for r in p.itertuples():
-        rows.append([f"probe ({r.target}, {r.test_split}): gamma {r.init_gamma:g}, wd {r.weight_decay:g}", f"{r.n_train:,}",
+        rows.append([f"probe ({r.target}, {r.test_split}): plain gamma {r.init_gamma:g} at width 64, wd {r.weight_decay:g}", f"{r.n_train:,}",
                      "1", num(r.train_acc), num(r.test_acc)])
     return md_table(["setting", "examples", "runs", "train accuracy", "test accuracy (chance 0.50)"], rows)
 

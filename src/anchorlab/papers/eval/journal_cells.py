@@ -256,3 +256,46 @@ def cell_readings(cells: pd.DataFrame) -> pd.DataFrame:
             "ood_best", "phase_best", "id_final", "ood_final", "phase_final", "commutativity", "comm_low",
             "stable_rank", "journal_phase", "agrees_best"]
     return cells[[c for c in cols if c in cells]]
+
+
+LONGER_CLOCK_READINGS = ("fit cut short", "still unfit", "fits, not phase 3")
+
+
+def longer_clock_reading(id_acc: float, ood_acc: float, th: PhaseThresholds = PhaseThresholds()) -> str:
+    """A run that was unfit on the shorter clock, read on the longer one (notes/2026-12-c3-1x.md): *fit cut short*
+    when it now fits (ID >= ``th.id_threshold``) and reads phase 3 (OOD >= ``th.ood_threshold``), *still unfit*
+    when ID stays below, *fits, not phase 3* otherwise."""
+    if not id_acc >= th.id_threshold:
+        return LONGER_CLOCK_READINGS[1]
+    return LONGER_CLOCK_READINGS[0] if ood_acc >= th.ood_threshold else LONGER_CLOCK_READINGS[2]
+
+
+def clock_pairs(short: pd.DataFrame, long: pd.DataFrame, d: MetricDefinition,
+                th: PhaseThresholds = PhaseThresholds()) -> pd.DataFrame:
+    """Each run of ``long`` (a run table on the longer clock) beside its twin on the shorter clock in ``short``
+    (the same init, seed, depth and decay exponent, matched by :func:`journal_wd`), under definition ``d``: one row
+    per run with ``gamma_axis``, ``seed``, ``journal_wd``, the short and long runs' ID / OOD per reading
+    (``short_id_final`` ...), ``short_fitted`` (the short run's final ID >= ``th.id_threshold``) and the
+    :func:`longer_clock_reading` of the long run per reading (``reading_final`` / ``reading_best``). A long run
+    without a twin is an error naming it."""
+    read = reading_columns(d)
+    s, lg = journal_view(short, d, th), journal_view(long, d, th)
+    keys = ["gamma_axis", "seed", DEPTH, "journal_wd"]
+    rows = []
+    for _, r in lg.iterrows():
+        twin = s[(s.gamma_axis.round(6) == round(r.gamma_axis, 6)) & (s.seed == r.seed)
+                 & (s[DEPTH] == r[DEPTH]) & (s.journal_wd == r.journal_wd) & (s.clock < r.clock)]
+        if twin.empty:
+            raise ConfigError(f"run {r.run_id}: no run on a shorter clock with the same "
+                              f"{', '.join(f'{k} {r[k]}' for k in keys)}")
+        t = twin.iloc[0]
+        row = {"run_id": r.run_id, "short_run_id": t.run_id, **{k: r[k] for k in keys},
+               "short_clock": t.clock, "clock": r.clock}
+        for reading in READINGS:
+            for m in ("id", "ood"):
+                row[f"short_{m}_{reading}"] = t[read[f"{m}_{reading}"]]
+                row[f"{m}_{reading}"] = r[read[f"{m}_{reading}"]]
+            row[f"reading_{reading}"] = longer_clock_reading(row[f"id_{reading}"], row[f"ood_{reading}"], th)
+        row["short_fitted"] = bool(row["short_id_final"] >= th.id_threshold)
+        rows.append(row)
+    return pd.DataFrame(rows)
