@@ -15,6 +15,14 @@ PAPER_EXAMPLE = (35, 63, 99, 4, 3, 38, 42, 36, 62)  # NeurIPS §5.1, key 99 at p
 PAPER_EXAMPLE_KEY_POS = 2
 
 
+def paper_example_fits(task: AnchorTask) -> bool:
+    """Whether :data:`PAPER_EXAMPLE` is an input of ``task``: its length, anchors 4 and 3, and its other tokens in
+    the task's value range."""
+    c = task.cfg
+    return (c.seq_len == len(PAPER_EXAMPLE) and {4, 3} <= set(c.anchors)
+            and all(c.value_min <= v <= c.value_max for i, v in enumerate(PAPER_EXAMPLE) if i not in (3, 4)))
+
+
 def check_positive(opts: object, *names: str) -> None:
     """Each named integer field of ``opts`` is >= 1 (None allowed)."""
     for n in names:

@@ -17,7 +17,8 @@ from anchorlab.config import ConfigError, check_choice, check_range
 from anchorlab.tasks.anchor import SPLITS, AnchorTask, pair_label
 from anchorlab.analysis.attention import (attention_patterns, flow_graph, flow_scores, flow_summary, output_contributions,
                                          position_roles, sample_inputs)
-from anchorlab.analysis.mechanism.common import PAPER_EXAMPLE, PAPER_EXAMPLE_KEY_POS, check_positive, key_positions
+from anchorlab.analysis.mechanism.common import (PAPER_EXAMPLE, PAPER_EXAMPLE_KEY_POS, check_positive, key_positions,
+                                              paper_example_fits)
 
 if TYPE_CHECKING:
     from anchorlab.train import RunResult
@@ -71,12 +72,6 @@ class FlowScoresOptions:
         check_range("residual", self.residual, 0.0, 1.0)
 
 
-def _paper_example_fits(task: AnchorTask) -> bool:
-    c = task.cfg
-    return (c.seq_len == len(PAPER_EXAMPLE) and {4, 3} <= set(c.anchors)
-            and all(c.value_min <= v <= c.value_max for i, v in enumerate(PAPER_EXAMPLE) if i not in (3, 4)))
-
-
 def _flow_input(task: AnchorTask, opts: FlowOptions) -> tuple[torch.Tensor, int]:
     """The input to draw, (T,) tokens, and its key position."""
     T = task.cfg.seq_len
@@ -87,7 +82,7 @@ def _flow_input(task: AnchorTask, opts: FlowOptions) -> tuple[torch.Tensor, int]
         if not 0 <= kp <= T - 3:
             raise ConfigError(f"key_pos: must be in 0..{T - 3}, got {kp}")
         return tokens, kp
-    if _paper_example_fits(task):
+    if paper_example_fits(task):
         return torch.tensor(PAPER_EXAMPLE), PAPER_EXAMPLE_KEY_POS
     pairs = task.held_out_pairs or task.pairs
     d = sample_inputs(task, 1, pairs, "test", np.random.default_rng(opts.seed), key_positions(task, None))

@@ -78,10 +78,9 @@ def _example(run: Any, residual: float) -> dict[str, float]:
     import torch
 
     from anchorlab.analysis.attention import attention_patterns, flow_scores, flow_summary, output_contributions
-    from anchorlab.analysis.mechanism.common import PAPER_EXAMPLE, PAPER_EXAMPLE_KEY_POS
-    from anchorlab.analysis.mechanism.flow import _paper_example_fits
+    from anchorlab.analysis.mechanism.common import PAPER_EXAMPLE, PAPER_EXAMPLE_KEY_POS, paper_example_fits
 
-    if not _paper_example_fits(run.task):
+    if not paper_example_fits(run.task):
         return {f"example {e}": np.nan for e in EDGES}
     pats = output_contributions(attention_patterns(run.model, torch.tensor([PAPER_EXAMPLE])), residual)
     return _edges(flow_summary(flow_scores(pats, torch.tensor([PAPER_EXAMPLE_KEY_POS]))), "example ")
