@@ -16,7 +16,7 @@ from anchorlab.papers.docs import c3, status
 from anchorlab.papers.docs import clean as dc
 from anchorlab.papers.docs import fig2 as f2
 from anchorlab.papers.docs import studies as cl
-from anchorlab.papers.docs.common import num, paper_gamma, ratio, table
+from anchorlab.papers.docs.common import count, num, paper_gamma, ratio, table
 from anchorlab.papers.reproduce.registry import BlockFn, Claim, register_claim
 
 
@@ -30,8 +30,9 @@ def _cell(op: str, clock: float, gamma: float, fitted: bool = False):
 def _c1_ours() -> str:
     s, l_ = _cell("(4,3), papers'", 1.0, 0.8), _cell("(4,3), papers'", 1.0, 0.3)
     others = [_cell(op, 0.5, 0.8) for op in ("(3,2)", "(2,1)")]
-    return (f"papers' op set at 1x: small init {s.solution} ({num(s.inferential_best)}), large {l_.solution} "
-            f"({num(l_.symmetric_best)}); the (3,2) and (2,1) op sets at 1/2x: small init reads "
+    return (f"papers' op set at 1x: small init {s.solution} ({num(s.inferential_best)}; runs "
+            f"{count(s.inferential_per_run, s.n_runs)}), large {l_.solution} ({num(l_.symmetric_best)}; runs "
+            f"{count(l_.symmetric_per_run, l_.n_runs)}); the (3,2) and (2,1) op sets at 1/2x: small init reads "
             f"{' / '.join(o.solution for o in others)}; "
             + _c1_many())
 
@@ -45,7 +46,7 @@ def _c1_many() -> str:
     o = op_set_outcomes(table("opset_many_cpu.csv"), per_init=RUNS_PER_INIT)
     done = o[o.done]
     of = f"{len(done)} finished of {N_OP_SETS}" if len(done) < N_OP_SETS else str(N_OP_SETS)
-    where = kind(table("opset_properties_cpu.csv"), with_auc=False)
+    where = kind(table("opset_properties_cpu.csv"), with_auc=False, with_fit=False)
     return (f"over {of} random op sets the contrast holds on {int(done.contrast.sum())} "
             f"({int(done.contrast_every_run.sum())} in every run); where the small init composes: {where}")
 
@@ -66,9 +67,14 @@ def _c2_ours() -> str:
     d = _c2_rows()
     deep = d[d.n_layers >= 2]
     small, large = deep[deep.paper_gamma == 0.8], deep[deep.paper_gamma == 0.3]
+    def runs(side, col: str) -> str:
+        return ", ".join(count(getattr(r, col), r.n_runs) for r in side.sort_values("n_layers").itertuples())
+
     return (f"depths {deep.n_layers.min()}-{deep.n_layers.max()}: small init composes "
-            f"({num(small.inferential_best.min())}-{num(small.inferential_best.max())}), large init memorizes "
-            f"({num(large.symmetric_best.min())}-{num(large.symmetric_best.max())}); depth 1 {d[d.n_layers == 1].solution.iloc[0]}")
+            f"({num(small.inferential_best.min())}-{num(small.inferential_best.max())}; runs "
+            f"{runs(small, 'inferential_per_run')}), large init memorizes "
+            f"({num(large.symmetric_best.min())}-{num(large.symmetric_best.max())}; runs "
+            f"{runs(large, 'symmetric_per_run')}); depth 1 {d[d.n_layers == 1].solution.iloc[0]}")
 
 
 def _c2_status() -> str:

@@ -131,10 +131,12 @@ def _best(t: pd.DataFrame) -> str:
     return f"{r.property}: AUC {r.auc:.2f} [{r.auc_lo:.2f}, {r.auc_hi:.2f}] over {r.n_op_sets} op sets"
 
 
-def kind(properties: pd.DataFrame, label: str = "small_composes", with_auc: bool = True) -> str:
+def kind(properties: pd.DataFrame, label: str = "small_composes", with_auc: bool = True,
+         with_fit: bool = True) -> str:
     """Which kind of op set the small init composes on, from the property AUCs: the properties known before training
-    whose bootstrap interval excludes one half, with their direction, else that none does; then the fit time's
-    reading (``small_fit_steps``), which is known only from training. ``with_auc=False``: the phrases alone."""
+    whose bootstrap interval excludes one half, with their direction, else that none does; then (``with_fit``) the
+    fit time's reading (``small_fit_steps``), which is known only from training. ``with_auc=False``: the phrases
+    alone."""
     from anchorlab.papers.eval.crossing import BEFORE_TRAINING, PROPERTY_WORDS
 
     a = _scored(properties, label).set_index("property")
@@ -153,7 +155,7 @@ def kind(properties: pd.DataFrame, label: str = "small_composes", with_auc: bool
     n = int(a.n_op_sets.max())
     text = (f"before training, {' and '.join(said(p) for p in before)}" if before
             else "no property known before training clear of chance")
-    if "small_fit_steps" in a.index:
+    if with_fit and "small_fit_steps" in a.index:
         fit = said("small_fit_steps")
         text += f"; from training, {fit}" + ("" if clear("small_fit_steps") else ", not clear of chance")
     return f"{text}; over {n} op sets" if with_auc else text
