@@ -7,12 +7,14 @@ TINY = ["model.d_model=16", "model.d_head=8", "model.d_ff=32", "task.n_train=102
 
 
 def test_demo_writes_summary_and_plot(tmp_path, capsys):
+    import pandas as pd
+
     args = ["demo", "--task", "neurips", "--out", str(tmp_path), "--workers", "1"]
     for s in TINY:
         args += ["--set", s]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "ood_inferential_acc" in out and "large_init" in out and "small_init" in out
+    assert "final.ood_inferential_acc" in out and "large_init" in out and "small_init" in out
     written = json.loads((tmp_path / "summary.json").read_text())
     summary = written["models"]
     assert [s["model"] for s in summary] == ["large_init", "small_init"]
@@ -23,9 +25,13 @@ def test_demo_writes_summary_and_plot(tmp_path, capsys):
     assert verdict.startswith("In plain words: the large-init model ") and verdict.count(". ") == 0
     assert ("so this run shows" in verdict) == (written["rates"][1]["contrast_rate"] == 1)
     for s in summary:
-        assert {"gamma", "id_acc", "ood_inferential_acc", "ood_symmetric_acc", "wall_seconds"} <= set(s)
-        assert 0.0 <= s["id_acc"] <= 1.0
-    assert summary[0]["gamma"] < summary[1]["gamma"]
+        # a run's values under the run table's names (anchorlab.sweep.runtable.run_row)
+        assert {"init.gamma", "train.init_seed", "final.id_acc", "final.train_acc", "final.ood_inferential_acc",
+                "final.ood_symmetric_acc", "final.ood_other_frac", "wall_seconds"} <= set(s)
+        assert not {"gamma", "seed", "id_acc", "train_acc", "ood_inferential_acc"} & set(s)
+        assert 0.0 <= s["final.id_acc"] <= 1.0
+    assert summary[0]["init.gamma"] < summary[1]["init.gamma"]
+    assert list(pd.read_csv(tmp_path / "summary.csv").columns) == list(summary[0])
     # the path that ran, in words: the default (train.amp auto, bf16_path auto) is native where bf16 is
     from anchorlab.train.precision import cpu_matrix_units
     assert {s["precision"] for s in summary} == {"bf16 native" if cpu_matrix_units().bf16 else "float32"}
@@ -128,12 +134,14 @@ def test_the_plain_sentence_names_the_bar_and_the_accuracy_it_missed():
 
     from anchorlab.papers.demo import plain_verdict
 
-    t = pd.DataFrame({"model": ["large_init", "small_init"], "ood_inferential_acc": [0.0, 0.705],
-                      "ood_symmetric_acc": [1.0, 0.12]})
+    t = pd.DataFrame({"model": ["large_init", "small_init"], "final.ood_inferential_acc": [0.0, 0.705],
+                      "final.ood_symmetric_acc": [1.0, 0.12]})
     t.attrs["rates"] = {"cases": 1, "large_memorizes_rate": 1.0, "small_composes_rate": 0.0, "contrast_rate": 0.0}
     v = plain_verdict(t)
     assert "memorized (answered the mirror)" in v
     assert "did not compose at the 0.8 the contrast asks (inferential 0.70)" in v and "does not show" in v
+    t.attrs["rates"] = {**t.attrs["rates"], "large_memorizes_rate": 0.0, "small_composes_rate": 1.0}
+    assert "did not memorize at the 0.8 the contrast asks (symmetric 1.00)" in plain_verdict(t)
 
 
 def test_the_measured_study_command_trains_the_committed_runs():

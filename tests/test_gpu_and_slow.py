@@ -38,7 +38,7 @@ def test_demo_contrast_reproduces(tmp_path):
     from anchorlab.papers.demo import run_demo
 
     table = run_demo(tmp_path, workers=2).set_index("model")
-    assert table.loc["large_init", "ood_symmetric_acc"] > 0.8
-    assert table.loc["large_init", "ood_inferential_acc"] < 0.1
-    assert table.loc["small_init", "ood_inferential_acc"] > 0.8
-    assert table.loc["small_init", "ood_symmetric_acc"] < 0.1
+    assert table.loc["large_init", "final.ood_symmetric_acc"] > 0.8
+    assert table.loc["large_init", "final.ood_inferential_acc"] < 0.1
+    assert table.loc["small_init", "final.ood_inferential_acc"] > 0.8
+    assert table.loc["small_init", "final.ood_symmetric_acc"] < 0.1

@@ -79,7 +79,7 @@ def _demo_neurips(a: argparse.Namespace) -> int:
     table = run_demo(a.out, a.set, workers=a.workers, progress=not a.no_progress, seeds=a.seeds,
                      peak_lrs=a.peak_lrs, thresholds=a.thresholds)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        shown = table.drop(columns=["train_acc", "run_dir"] + (["seed"] if a.seeds == 1 else [])
+        shown = table.drop(columns=["final.train_acc", "run_dir"] + (["train.init_seed"] if a.seeds == 1 else [])
                            + ([] if a.peak_lrs else ["peak_lr"]), errors="ignore")
         print(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}", formatters={"peak_lr": "{:g}".format}))
     r = table.attrs["rates"]

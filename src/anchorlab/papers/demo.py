@@ -7,10 +7,12 @@ land in ``DIR/results.sqlite``::
 
     DIR/runs/<run_id>/                 run directories (DIR/large_init, DIR/small_init link to them)
     DIR/results.sqlite                 the sweep store (`anchorlab report DIR` works)
-    DIR/summary.json                   {"models": one object per model (accuracies, top deviations, wall
-                                       time), "rule", "rates" (this run's, per threshold), "rates_fitted"
-                                       (the same read only where ID had fitted), "setting_measured" (the
-                                       committed study's rate, None where its tables are not at hand)}
+    DIR/summary.json                   {"models": one object per model (init.gamma, train.init_seed,
+                                       final.id_acc, final.ood_*, top deviations, wall time: a run's
+                                       values under the run table's names), "rule", "rates" (this run's,
+                                       per threshold), "rates_fitted" (the same read only where ID had
+                                       fitted), "setting_measured" (the committed study's rate, None where
+                                       its tables are not at hand)}
     DIR/{rates,cells,seeds}[_fitted].csv   the papers' rule beside the per-run rate; _fitted: that reading
     DIR/summary.csv                    one row per model
     DIR/ood_over_training.png          (4,3) accuracy under both hypotheses vs step
@@ -55,6 +57,13 @@ MEASURED_STUDY = "anchorlab robustness --out runs/demo_rule --op-sets 5 --seeds 
 MEASURED_TABLES = "demo_rule_native_cpu"
 RELIABLE = 0.8   # the fraction of op sets under the papers' rule a reliable contrast needs
 
+# The summary table's (summary.csv, summary.json's "models") names for a run's values: the run table's
+# (anchorlab.sweep.runtable.run_row), beside the table's own columns (model, peak_lr, top_deviations, steps,
+# wall_seconds, precision, run_dir).
+GAMMA, SEED = "init.gamma", "train.init_seed"
+FINAL_METRICS = ("id_acc", "train_acc", "ood_inferential_acc", "ood_symmetric_acc", "ood_other_frac")
+INFERENTIAL, SYMMETRIC = "final.ood_inferential_acc", "final.ood_symmetric_acc"
+
 
 def measured() -> dict[str, Any]:
     """The default setting's measured rate, read from the committed study tables (``demo_rule_native_cpu_rates.csv``
@@ -95,12 +104,12 @@ def plain_verdict(table: pd.DataFrame) -> str:
     if n == 1:
         def acc(model: str, col: str) -> str:
             v = table.loc[table.model == model, col] if {"model", col} <= set(table.columns) else []
-            return f" ({col.split('_')[1]} {float(v.iloc[0]):.2f})" if len(v) else ""
+            return f" ({col.removeprefix('final.ood_').split('_')[0]} {float(v.iloc[0]):.2f})" if len(v) else ""
 
         large = ("memorized (answered the mirror)" if r["large_memorizes_rate"] == 1 else
-                 "did not memorize at the 0.8 the contrast asks" + acc("large_init", "ood_symmetric_acc"))
+                 "did not memorize at the 0.8 the contrast asks" + acc("large_init", SYMMETRIC))
         small = ("composed" if r["small_composes_rate"] == 1 else
-                 "did not compose at the 0.8 the contrast asks" + acc("small_init", "ood_inferential_acc"))
+                 "did not compose at the 0.8 the contrast asks" + acc("small_init", INFERENTIAL))
         shown = "shows" if r["contrast_rate"] == 1 else "does not show"
         return (f"In plain words: the large-init model {large} and the small-init model {small}, so this run "
                 f"{shown} the papers' contrast; one run is one draw, and the measured rate above says how often "
@@ -135,7 +144,9 @@ def _label(gamma: float) -> str:
 
 
 def _row(run_dir: Path) -> dict[str, Any]:
-    """One summary row of a finished demo run (re-evaluates it for the deviation histogram)."""
+    """One summary row of a finished demo run (re-evaluates it for the deviation histogram); its values named as
+    the run table names them (:func:`anchorlab.sweep.runtable.run_row`: ``init.gamma``, ``train.init_seed``,
+    ``final.<metric>``), its own columns (``model``, ``top_deviations``, ``precision`` in a word or two) beside."""
     from anchorlab.train import load_run
 
     res = load_run(run_dir)
@@ -145,10 +156,8 @@ def _row(run_dir: Path) -> dict[str, Any]:
     from anchorlab.tasks.anchor.metrics import top_deviations
     held = [f"{a}{b}" for a, b in res.task.held_out_pairs]
     dev = top_deviations(result.tables["deviations"], held[0]) if held else []
-    return {"model": _label(res.cfg.init.gamma), "seed": res.cfg.train.init_seed, "gamma": res.cfg.init.gamma,
-            "peak_lr": res.cfg.optim.peak, "id_acc": f["id_acc"],
-            "train_acc": f["train_acc"], "ood_inferential_acc": f["ood_inferential_acc"],
-            "ood_symmetric_acc": f["ood_symmetric_acc"], "ood_other_frac": f["ood_other_frac"],
+    return {"model": _label(res.cfg.init.gamma), SEED: res.cfg.train.init_seed, GAMMA: res.cfg.init.gamma,
+            "peak_lr": res.cfg.optim.peak, **{f"final.{k}": f[k] for k in FINAL_METRICS},
             "top_deviations": ", ".join(f"{d:+d}: {p:.0%}" for d, p in dev),
             "steps": final["steps"], "wall_seconds": round(final["wall_seconds"], 1),
             "precision": precision_label(final.get("precision") or {}), "run_dir": str(run_dir)}
@@ -188,7 +197,7 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
     from anchorlab.sweep.watch import run_watched
 
     df = run_watched(demo_spec(overrides, seeds, peak_lrs), out, "demo", progress, workers if workers > 1 else None,
-                     keys=("id_acc", "ood_inferential_acc", "ood_symmetric_acc"),
+                     keys=("id_acc", "ood_inferential_acc", "ood_symmetric_acc"),   # the progress line's metrics
                      executor="process" if workers > 1 else "inprocess")
     runs = df.drop_duplicates("run_id").sort_values("init.gamma")
     failed = runs[~runs.status.isin(TRAINED)]
@@ -196,14 +205,14 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
         raise RuntimeError(f"demo runs did not finish: {failed[['run_id', 'status', 'error']].to_dict('records')}")
     rows = [_row(out / "runs" / rid) for rid in runs.run_id]
     for r in rows:  # friendly names next to the run-id directories
-        link = out / (r["model"] + ("" if seeds == 1 else f"_seed{r['seed']}")
+        link = out / (r["model"] + ("" if seeds == 1 else f"_seed{r[SEED]}")
                       + (f"_lr{r['peak_lr']:g}" if peak_lrs else ""))
         if not link.exists() and not link.is_symlink():
             try:
                 os.symlink(Path("runs") / Path(r["run_dir"]).name, link)
             except OSError:
                 pass
-    table = pd.DataFrame(rows).sort_values(["seed", "peak_lr", "gamma"]).reset_index(drop=True)
+    table = pd.DataFrame(rows).sort_values([SEED, "peak_lr", GAMMA]).reset_index(drop=True)
     ran = run_table([out])
     cases = case_table(ran[ran.run_id.isin(set(runs.run_id))])
     table.attrs["rates"] = rates(judge(cases))
@@ -218,10 +227,10 @@ def run_demo(out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (), w
                                       "rates_fitted": fit["rates"].to_dict("records") if fit else None,
                                       "setting_measured": _measured_or_none()})
     atomic_write(out / "summary.csv", lambda p: table.to_csv(p, index=False))
-    first = [r for r in rows if (r["seed"], r["peak_lr"]) == (rows[0]["seed"], rows[0]["peak_lr"])]
+    first = [r for r in rows if (r[SEED], r["peak_lr"]) == (rows[0][SEED], rows[0]["peak_lr"])]
     history = history_table([out])
     hist = {r["model"]: history[history.run_id == Path(r["run_dir"]).name].drop(columns="run_id")
             .dropna(axis=1, how="all").reset_index(drop=True) for r in first}
-    save_figure(plot_ood_over_training(hist, {r["model"]: r["gamma"] for r in first}),
+    save_figure(plot_ood_over_training(hist, {r["model"]: r[GAMMA] for r in first}),
                 out / "ood_over_training", formats=("png",), dpi=130)
     return table
