@@ -270,11 +270,12 @@ def c13_search() -> str:
                      _setting(r["init.gamma"], r["optim.weight_decay"]), f"{int(r['task.n_train']):,}",
                      f"{int(r.steps):,}", num(r["final.train_acc"]), num(r["final.test_acc"]),
                      f"{num(r['final.test_acc/hop1'])} ({num(r['best.test_acc/hop1'])})",
-                     num(r["final.test_token_acc"]),
+                     num(r["final.test_token_acc"]), num(r["final.test_exact"]),
                      "learns" if r["final.test_acc/hop1"] >= LEARNS else "does not learn"])
     return f"Runs: {len(d)} of {SEARCH_RUNS}.\n\n" + md_table(
         ["target", "hops", "setting", "questions", "steps", "train accuracy", "test accuracy",
-         "test hop 1: final (best)", "test target tokens right", f"reading (hop 1 >= {LEARNS:g})"], rows)
+         "test hop 1: final (best)", "test target tokens right", "test targets exact",
+         f"reading (hop 1 >= {LEARNS:g})"], rows)
 
 
 def c13_status() -> str:
