@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from anchorlab.papers.docs import studies
+from anchorlab.papers.docs import c13, studies
 
 
 def _lm(monkeypatch, ppl: dict[float, tuple[float, float, float]]) -> str:
@@ -35,24 +35,24 @@ def _pq(monkeypatch, search_hop1: float) -> None:
     tables = {
         "fig7e_cpu_runs.csv": pd.DataFrame({"test_final": [0.5], "test_acc/hop1_at": [0.52]}),
         "prontoqa_probe_cpu.csv": pd.DataFrame({"final.test_acc": [0.5], "final.test_acc/hop1": [0.55]}),
-        studies.SEARCH_TABLE: pd.DataFrame([{
+        c13.SEARCH_TABLE: pd.DataFrame([{
             "task.proof": False, "task.max_hops": 1, "init.gamma": 0.75, "optim.weight_decay": 0.5,
             "task.n_train": 200000, "steps": 6000, "final.train_acc": 0.5, "final.test_acc": search_hop1,
             "final.test_acc/hop1": search_hop1, "best.test_acc/hop1": search_hop1, "final.test_token_acc": 0.75,
             "final.test_exact": search_hop1}]),
     }
-    monkeypatch.setattr(studies, "table", lambda name: tables[name])
+    monkeypatch.setattr(c13, "table", lambda name: tables[name])
 
 
 def test_c13_untested_while_no_setting_learns(monkeypatch):
     _pq(monkeypatch, 0.69)
-    assert studies.c13_status() == "not tested at this scale"
-    assert "does not learn" in studies.c13_search()
+    assert c13.c13_status() == "not tested at this scale"
+    assert "does not learn" in c13.c13_search()
 
 
 def test_c13_refuses_a_status_once_a_setting_learns_without_the_comparison(monkeypatch):
     """A setting that learns makes the init / weight-decay comparison due: no status is given before it is judged."""
     _pq(monkeypatch, 0.71)
-    assert "| learns |" in studies.c13_search()
+    assert "| learns |" in c13.c13_search()
     with pytest.raises(NotImplementedError, match="comparison"):
-        studies.c13_status()
+        c13.c13_status()

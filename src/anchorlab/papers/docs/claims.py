@@ -14,7 +14,7 @@ from typing import Callable
 
 import pandas as pd
 
-from anchorlab.papers.docs import c3, status
+from anchorlab.papers.docs import c3, c13, status
 from anchorlab.papers.docs import clean as dc
 from anchorlab.papers.docs import fig2 as f2
 from anchorlab.papers.docs import studies as cl
@@ -153,7 +153,7 @@ def _c11_ours() -> str:
 
 
 def _c13_ours() -> str:
-    d, p, s = table("fig7e_cpu_runs.csv"), table("prontoqa_probe_cpu.csv"), table(cl.SEARCH_TABLE)
+    d, p, s = table("fig7e_cpu_runs.csv"), table("prontoqa_probe_cpu.csv"), table(c13.SEARCH_TABLE)
     acc = pd.concat([d.test_final, p["final.test_acc"], s["final.test_acc"]])
     return f"test accuracy {num(acc.min())}-{num(acc.max())}, chance, in every setting tried"
 
@@ -222,7 +222,7 @@ _claim(Claim("C12", "concept-graph diffusion (journal Fig. 6)", "small init draw
              _c12_ours, cl.c12_status, ("concepts_seeds_cpu", "concepts_fig6_paper"),
              blocks={"c12-concepts": cl.c12_concepts, "c12-precondition": cl.c12_precondition}))
 _claim(Claim("C13", "PrOntoQA (journal Fig. 7E)", "small init + large wd generalizes across hops", _c13_ours,
-             cl.c13_status, ("prontoqa_cpu", "prontoqa_paper"),
-             blocks={"c13-prontoqa": cl.c13_prontoqa, "c13-search": cl.c13_search}))
+             c13.c13_status, ("prontoqa_cpu", "prontoqa_paper"),
+             blocks={"c13-prontoqa": c13.c13_prontoqa, "c13-search": c13.c13_search}))
 _claim(Claim("EV", "the early verdict (ours, no paper claim)", "-", _verdict_ours, lambda: "holds in its one setting",
              ("predictors_cpu", "predictors_cpu"), blocks={"ev-verdict": cl.verdict, "ev-intervals": cl.predictor_intervals}))

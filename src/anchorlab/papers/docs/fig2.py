@@ -333,3 +333,28 @@ def c1_ladder() -> str:
     for r in v.itertuples():
         lines.append(f"- {r.comparison} ({r.from_rung} -> {r.to_rung}): **{r.verdict}**")
     return "\n".join(lines) + "\n"
+
+
+PATH_DRAW_TABLE = "path_draw_native_cpu.csv"
+
+
+def c1_path_draw() -> str:
+    """C1: the cell's small-init runs re-trained on the native bf16 path beside their committed autocast twins
+    (:mod:`anchorlab.papers.eval.path_draw`; docs/figures/path_draw_native_cpu.csv), final ID / inferential /
+    symmetric and the per-run solution; the count of solutions that changed."""
+    from anchorlab.papers.eval.path_draw import path_pairs
+
+    p = path_pairs(table("fig2_cell_cpu.csv"), table(PATH_DRAW_TABLE), "native")
+    p = p.sort_values(["optim.peak_lr", "train.init_seed"])
+    done = p[p.solution != "running"]
+
+    def acc(r: pd.Series, pre: str = "") -> str:
+        return " / ".join(num(r[f"{pre}final.{m}"]) for m in ("id_acc", "ood_inferential_acc", "ood_symmetric_acc"))
+
+    running = p.solution == "running"
+    rows = [[sci(r["optim.peak_lr"]), int(r["train.init_seed"]), acc(r, "twin_"), r.twin_solution,
+             "-" if run else acc(r), r.solution, "-" if run else ("yes" if r.changed else "no")]
+            for (_, r), run in zip(p.iterrows(), running)]
+    head = (f"Re-run: {len(done)} of {len(p)}; solution changed in {int(done.changed.sum())} of {len(done)}.\n\n")
+    return head + md_table(["peak lr", "seed", "autocast (committed): ID / inferential / symmetric", "solution",
+                            "native: ID / inferential / symmetric", "solution", "changed"], rows)

@@ -1,0 +1,40 @@
+"""The path draw: each rerun on another bf16 path is paired with its committed autocast twin and judged by the
+per-run bars; the count of changed solutions is what it measures."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from anchorlab.config import ConfigError
+from anchorlab.papers.eval.path_draw import path_pairs, twins
+
+FIG2 = Path(__file__).resolve().parents[1] / "docs" / "figures" / "fig2_cell_cpu.csv"
+
+
+def test_twins_are_the_committed_cell_runs_on_the_other_path():
+    t = twins("native")
+    committed = pd.read_csv(FIG2).set_index("run_id")
+    assert len(t) == 9 and t.run_id.is_unique and not set(t.run_id) & set(t.twin_run_id)
+    assert set(t.twin_run_id) <= set(committed.index)
+    assert (committed.loc[t.twin_run_id, "paper_gamma"] == 0.8).all()
+    assert sorted(set(t["optim.peak_lr"])) == [1.25e-4, 1.77e-4, 2.5e-4] and set(t["train.init_seed"]) == {0, 1, 2}
+    with pytest.raises(ConfigError, match="train.bf16_path"):
+        twins("autocast")
+
+
+def test_path_pairs_count_a_changed_solution():
+    committed = pd.read_csv(FIG2)
+    t = twins("native")
+    twin = committed.set_index("run_id").loc[t.twin_run_id[:2]]
+    cols = ["final.id_acc", "final.ood_inferential_acc", "final.ood_symmetric_acc"]
+    reruns = pd.DataFrame({"run_id": t.run_id[:2].tolist(), **{c: twin[c].tolist() for c in cols}})
+    reruns.loc[1, cols] = [1.0, 0.0, 0.9]          # the second rerun memorizes
+    p = path_pairs(committed, reruns, "native").set_index("run_id")
+    first, second = t.run_id[0], t.run_id[1]
+    assert p.loc[first, "solution"] == p.loc[first, "twin_solution"] and not p.loc[first, "changed"]
+    assert p.loc[second, "solution"] == "memorizes" and p.loc[second, "changed"] == (p.loc[second, "twin_solution"] != "memorizes")
+    assert (p.drop(index=[first, second]).solution == "running").all() and not p.drop(index=[first, second]).changed.any()
+    with pytest.raises(ConfigError, match="missing"):
+        path_pairs(committed[~committed.run_id.isin(t.twin_run_id[:1])], reruns, "native")
