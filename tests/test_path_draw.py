@@ -35,6 +35,6 @@ def test_path_pairs_count_a_changed_solution():
     first, second = t.run_id[0], t.run_id[1]
     assert p.loc[first, "solution"] == p.loc[first, "twin_solution"] and not p.loc[first, "changed"]
     assert p.loc[second, "solution"] == "memorizes" and p.loc[second, "changed"] == (p.loc[second, "twin_solution"] != "memorizes")
-    assert (p.drop(index=[first, second]).solution == "running").all() and not p.drop(index=[first, second]).changed.any()
+    assert (p.drop(index=[first, second]).solution == "queued").all() and not p.drop(index=[first, second]).changed.any()
     with pytest.raises(ConfigError, match="missing"):
         path_pairs(committed[~committed.run_id.isin(t.twin_run_id[:1])], reruns, "native")

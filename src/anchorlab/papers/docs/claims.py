@@ -181,7 +181,7 @@ _claim(Claim("C1", "the headline", "small init composes, large init memorizes th
              _c1_status, ("fig2_cell_clock_cpu", "fig2_paper"),
              blocks={"c1-clock": f2.c1_clock, "c1-bracket": f2.c1_bracket, "c1-opsets": f2.c1_opsets,
                      "c1-crossing": f2.c1_crossing, "c1-many": f2.c1_many, "c1-ladder": f2.c1_ladder,
-                     "c1-answers": f2.c1_answers}))
+                     "c1-answers": f2.c1_answers, "c1-path-draw": f2.c1_path_draw}))
 _claim(Claim("C2", "gamma x depth (NeurIPS Fig. 2)", "the contrast at every depth >= 2", _c2_ours, _c2_status,
              ("fig2_depth_cpu", "fig2_paper"), blocks={"c2-depth": f2.c2_depth, "fig2-hero": f2.fig2_hero}))
 _claim(Claim("C3", "phases and weight decay (journal Fig. 3, 10)",

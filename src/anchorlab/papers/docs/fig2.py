@@ -346,12 +346,12 @@ def c1_path_draw() -> str:
 
     p = path_pairs(table("fig2_cell_cpu.csv"), table(PATH_DRAW_TABLE), "native")
     p = p.sort_values(["optim.peak_lr", "train.init_seed"])
-    done = p[p.solution != "running"]
+    done = p[p.solution != "queued"]
 
     def acc(r: pd.Series, pre: str = "") -> str:
         return " / ".join(num(r[f"{pre}final.{m}"]) for m in ("id_acc", "ood_inferential_acc", "ood_symmetric_acc"))
 
-    running = p.solution == "running"
+    running = p.solution == "queued"
     rows = [[sci(r["optim.peak_lr"]), int(r["train.init_seed"]), acc(r, "twin_"), r.twin_solution,
              "-" if run else acc(r), r.solution, "-" if run else ("yes" if r.changed else "no")]
             for (_, r), run in zip(p.iterrows(), running)]

@@ -42,7 +42,7 @@ def _solution(row: pd.Series) -> str:
 def path_pairs(committed: pd.DataFrame, reruns: pd.DataFrame, path: str) -> pd.DataFrame:
     """:func:`twins` with each side's final ID / inferential / symmetric accuracy and solution: ``committed`` holds the
     twins (run table rows by ``run_id``; a missing twin is an error naming it), ``reruns`` the finished reruns (a rerun
-    not yet there reads ``running``). ``changed``: both sides known and their solutions differ."""
+    not yet there reads ``queued``). ``changed``: both sides known and their solutions differ."""
     t = twins(path)
     c, r = committed.set_index("run_id"), reruns.set_index("run_id") if len(reruns) else pd.DataFrame()
     missing = sorted(set(t.twin_run_id) - set(c.index))
@@ -54,7 +54,7 @@ def path_pairs(committed: pd.DataFrame, reruns: pd.DataFrame, path: str) -> pd.D
         for m in ("final.id_acc", "final.ood_inferential_acc", "final.ood_symmetric_acc"):
             row[f"twin_{m}"] = c.loc[x.twin_run_id, m]
             row[m] = r.loc[x.run_id, m] if x.run_id in r.index else float("nan")
-        row["solution"] = _solution(r.loc[x.run_id]) if x.run_id in r.index else "running"
-        row["changed"] = row["solution"] != "running" and row["solution"] != row["twin_solution"]
+        row["solution"] = _solution(r.loc[x.run_id]) if x.run_id in r.index else "queued"
+        row["changed"] = row["solution"] != "queued" and row["solution"] != row["twin_solution"]
         rows.append(row)
     return pd.DataFrame(rows)
