@@ -268,7 +268,7 @@ def c1_many() -> str:
                f"{n_runs} fitted runs ({k} compose), bootstrap over runs. Seeds of one op set can differ here, which no "
                f"op-set property can see.\n")
     n = int(aucs.n_op_sets.max())
-    lead = (f"\nWhich op-set property predicts the small init composing (AUC over op sets, bootstrap 95% over op sets)"
+    lead = ("\nWhich op-set property predicts the small init composing (AUC over op sets, bootstrap 95% over op sets)"
             + (f"; provisional, over the {n} op sets whose small-init runs are all done:" if n < N_OP_SETS else ":") + "\n\n")
     where = (f"\nThe kind of op set the small init composes on (the properties whose interval excludes one half): "
              f"{kind(aucs)}.\n")

@@ -109,7 +109,7 @@ def c8_long() -> str:
     small = d[d.paper_gamma == d.paper_gamma.max()]
     fits = _small_fits(d)
     tested = bool((fits >= C8_FITS).all())
-    return (_c8_table(C8_LONG) + f"\n\nSmall-init runs reaching the threshold within the cap, per k: "
+    return (_c8_table(C8_LONG) + "\n\nSmall-init runs reaching the threshold within the cap, per k: "
             + ", ".join(f"k={k}: {v} of {int((small.k == k).sum())}" for k, v in fits.items())
             + (". By the rule written before the runs, the small-init half is tested.\n" if tested else
                f". The rule written before the runs asks for {C8_FITS} of 5 at every k: the small-init half stays "
