@@ -351,10 +351,10 @@ def c1_path_draw() -> str:
     def acc(r: pd.Series, pre: str = "") -> str:
         return " / ".join(num(r[f"{pre}final.{m}"]) for m in ("id_acc", "ood_inferential_acc", "ood_symmetric_acc"))
 
-    running = p.solution == "queued"
+    queued = p.solution == "queued"
     rows = [[sci(r["optim.peak_lr"]), int(r["train.init_seed"]), acc(r, "twin_"), r.twin_solution,
-             "-" if run else acc(r), r.solution, "-" if run else ("yes" if r.changed else "no")]
-            for (_, r), run in zip(p.iterrows(), running)]
+             "-" if q else acc(r), r.solution, "-" if q else ("yes" if r.changed else "no")]
+            for (_, r), q in zip(p.iterrows(), queued)]
     head = (f"Re-run: {len(done)} of {len(p)}; solution changed in {int(done.changed.sum())} of {len(done)}.\n\n")
     return head + md_table(["peak lr", "seed", "autocast (committed): ID / inferential / symmetric", "solution",
                             "native: ID / inferential / symmetric", "solution", "changed"], rows)
