@@ -243,3 +243,26 @@ def test_clock_pairs_match_the_twin_by_decay_exponent():
     long["init.gamma"] = 0.7      # an init the shorter clock never ran: no twin
     with pytest.raises(ConfigError, match="long0"):
         clock_pairs(short, long, d)
+
+
+def test_clock_verdict_counts_the_shorter_clock_failures_and_waits_for_every_run():
+    """The verdict counts only runs unfit on the shorter clock, names the controls apart, says pending until every
+    planned run is in, and words all / none / some by the counts; a bad reading is a one-line error."""
+    from anchorlab.config import ConfigError
+    from anchorlab.papers.eval.journal_cells import clock_verdict
+
+    def pairs(readings, fitted):
+        return pd.DataFrame({"reading_final": readings, "reading_best": readings, "short_fitted": fitted})
+
+    two = pairs(["fit cut short", "still unfit"], [False, False])
+    assert "pending: 2 of 4" in clock_verdict(two, 4, "final") and "Verdict:" not in clock_verdict(two, 4, "final")
+    four = pairs(["fit cut short", "still unfit", "fit cut short", "fits, not phase 3"], [False, False, False, True])
+    v = clock_verdict(four, 4, "final")
+    assert "of 3 run(s) unfit" in v and "2 *fit cut short*, 1 *still unfit*, 0 *fits, not phase 3*" in v
+    assert "controls (fitted on the shorter clock): *fits, not phase 3*" in v and "2 of 3 failures" in v
+    every = pairs(["fit cut short"] * 3 + ["still unfit"], [False] * 3 + [True])
+    assert "every failure on the shorter clock was a fit cut short" in clock_verdict(every, 4, "best")
+    none = pairs(["still unfit"] * 4, [False] * 4)
+    assert "no failure on the shorter clock was a fit cut short" in clock_verdict(none, 4, "best")
+    with pytest.raises(ConfigError, match="reading"):
+        clock_verdict(four, 4, "last")

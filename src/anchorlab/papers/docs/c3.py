@@ -192,9 +192,10 @@ ONE_X_SWEEP, ONE_X_TABLE = "journal_fig3_decay_1x_cpu", "journal_fig3_cpu_1x.csv
 def c3_one_x() -> str:
     """C3's most-decay row at 1x the clock (``journal_fig3_decay_1x_cpu``; notes/2026-12-c3-1x.md): each 1x run
     beside its 1/2x twin, the figure code's ID / OOD (final, then best over training) and the rule's reading of the
-    1x run per reading (:func:`~anchorlab.papers.eval.journal_cells.clock_pairs`)."""
+    1x run per reading (:func:`~anchorlab.papers.eval.journal_cells.clock_pairs`), then the rule's verdict per reading
+    (:func:`~anchorlab.papers.eval.journal_cells.clock_verdict`; pending until every planned run is in)."""
     from anchorlab.eval.definitions import METRIC_DEFINITIONS
-    from anchorlab.papers.eval.journal_cells import clock_pairs
+    from anchorlab.papers.eval.journal_cells import READINGS, clock_pairs, clock_verdict
     from anchorlab.sweep.grid import expand
 
     runs, _, _ = _journal_runs()
@@ -206,5 +207,6 @@ def c3_one_x() -> str:
              f"{num(r.id_final)} / {num(r.ood_final)}", r.reading_final,
              f"{num(r.id_best)} / {num(r.ood_best)}", r.reading_best] for r in p.itertuples()]
     head = f"Runs: {len(p)} of {planned} (`{ONE_X_SWEEP}`); the figure code's ID and OOD.\n\n"
+    verdicts = "".join(f"- {clock_verdict(p, planned, r)}\n" for r in sorted(READINGS, reverse=True))
     return head + md_table(["journal gamma (paper gamma)", "seed", "1/2x: ID / OOD, final", "1x: ID / OOD, final",
-                            "reading (final)", "1x: ID / OOD, best", "reading (best)"], rows)
+                            "reading (final)", "1x: ID / OOD, best", "reading (best)"], rows) + "\n\n" + verdicts

@@ -299,3 +299,33 @@ def clock_pairs(short: pd.DataFrame, long: pd.DataFrame, d: MetricDefinition,
         row["short_fitted"] = bool(row["short_id_final"] >= th.id_threshold)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def clock_verdict(pairs: pd.DataFrame, planned: int, reading: str) -> str:
+    """One sentence on :func:`clock_pairs` under ``reading`` (``best`` / ``final``): how many of the runs unfit on
+    the shorter clock read each :data:`LONGER_CLOCK_READINGS` on the longer one, and the runs that fitted on the
+    shorter clock (the controls). The verdict (notes/2026-12-c3-1x.md) is given only when all ``planned`` runs are
+    in; before that the sentence says *pending* with the count."""
+    if reading not in READINGS:
+        raise ConfigError(f"reading: {reading!r} is not one of {', '.join(READINGS)}")
+    failed = pairs[~pairs.short_fitted] if len(pairs) else pairs
+    counts = {k: int((failed[f"reading_{reading}"] == k).sum()) for k in LONGER_CLOCK_READINGS} if len(pairs) \
+        else dict.fromkeys(LONGER_CLOCK_READINGS, 0)
+    n = len(failed)
+    tally = ", ".join(f"{v} *{k}*" for k, v in counts.items())
+    ctrl = pairs[pairs.short_fitted] if len(pairs) else pairs
+    control = (f"; controls (fitted on the shorter clock): "
+               f"{', '.join(f'*{x}*' for x in ctrl[f'reading_{reading}'])}") if len(ctrl) else ""
+    head = f"{reading} reading: of {n} run(s) unfit on the shorter clock, {tally}{control}"
+    if len(pairs) < planned:
+        return f"{head}. Verdict pending: {len(pairs)} of {planned} runs in."
+    cut = counts[LONGER_CLOCK_READINGS[0]]
+    if n == 0:
+        verdict = "no run was unfit on the shorter clock, so nothing was cut short"
+    elif cut == n:
+        verdict = "every failure on the shorter clock was a fit cut short"
+    elif cut == 0:
+        verdict = "no failure on the shorter clock was a fit cut short"
+    else:
+        verdict = f"{cut} of {n} failures on the shorter clock were fits cut short"
+    return f"{head}. **Verdict: {verdict}.**"
