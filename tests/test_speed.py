@@ -224,7 +224,9 @@ def test_plots_return_figures_and_write_png(tmp_path):
     summ = summarize_speed(pd.DataFrame(rows))
     fig = plot_complexity_speed(summ)
     assert isinstance(fig, matplotlib.figure.Figure) and len(fig.axes) == 2
-    assert fig.axes[0].get_title().startswith("small init")
+    assert fig.axes[0].get_title() == "small init (gamma 0.8)"
+    titled = plot_complexity_speed(summ, gamma_label="paper gamma")
+    assert [a.get_title() for a in titled.axes[:2]] == ["small init (paper gamma 0.8)", "large init (paper gamma 0.3)"]
     hatched = [p for p in fig.axes[0].patches if p.get_hatch()]
     assert len(hatched) == 2                        # k=5 at depths 1 and 2, small init only
     assert not [p for p in fig.axes[1].patches if p.get_hatch()]
@@ -257,3 +259,14 @@ def test_functions_read_a_real_run_history(tmp_path, tiny_overrides):
     assert len(ps) == 16 and (ps.steps == 0).all() and not ps.censored.any()
     rep = suspect_report(final["history"], known_bad=rule_violating_pairs(cfg.task), top=2)
     assert len(rep.table) == 16 and rep.table.known_bad.sum() == 2
+
+
+def test_gamma_convention_reads_the_run_tables_reference_width():
+    """Paper gamma when every run sets its std at width 400, plain when none sets a reference width, else the
+    bare word (a table that mixes conventions names none)."""
+    from anchorlab.papers.reproduce.figures_prediction import gamma_convention
+
+    assert gamma_convention(pd.DataFrame({"init.ref_width": [400.0, 400.0]})) == "paper gamma"
+    assert gamma_convention(pd.DataFrame({"init.ref_width": [np.nan, np.nan]})) == "plain gamma"
+    assert gamma_convention(pd.DataFrame({"init.gamma": [0.3]})) == "plain gamma"
+    assert gamma_convention(pd.DataFrame({"init.ref_width": [400.0, np.nan]})) == "gamma"

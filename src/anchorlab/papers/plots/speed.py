@@ -26,20 +26,22 @@ def _need(df: pd.DataFrame, cols: Sequence[str], arg: str) -> None:
         raise ConfigError(f"{arg}: missing columns {missing}")
 
 
-def _init_label(gamma: float, gammas: Sequence[float]) -> str:
+def _init_label(gamma: float, gammas: Sequence[float], name: str = "gamma") -> str:
     if len(gammas) >= 2 and gamma == max(gammas):
-        return f"small init (gamma={gamma:g})"
+        return f"small init ({name} {gamma:g})"
     if len(gammas) >= 2 and gamma == min(gammas):
-        return f"large init (gamma={gamma:g})"
-    return f"gamma={gamma:g}"
+        return f"large init ({name} {gamma:g})"
+    return f"{name} {gamma:g}"
 
 
-def plot_complexity_speed(summary: pd.DataFrame, threshold_label: str = "train loss <= 5e-2") -> Figure:
+def plot_complexity_speed(summary: pd.DataFrame, threshold_label: str = "train loss <= 5e-2",
+                          gamma_label: str = "gamma") -> Figure:
     """Epochs to threshold vs depth, one bar per k, one panel per gamma (small init first).
 
     summary: :func:`~anchorlab.analysis.speed.summarize_speed` output
     (gamma, depth, k, epochs, sem, censored). Error bars are the sem over
-    seeds; hatched bars contain censored runs (lower bounds).
+    seeds; hatched bars contain censored runs (lower bounds). ``gamma_label`` names the gammas' convention in
+    the panel titles (e.g. ``"paper gamma"`` for runs set at ``init.ref_width: 400``).
     """
     _need(summary, ["gamma", "depth", "k", "epochs", "censored"], "summary")
     if summary.empty:
@@ -66,7 +68,7 @@ def plot_complexity_speed(summary: pd.DataFrame, threshold_label: str = "train l
                        hatch=HATCH if bool(r["censored"]) else None)
         ax.set_xticks(range(len(depths)), [str(d) for d in depths])
         ax.set_xlabel("depth (layers)")
-        ax.set_title(_init_label(g, gammas))
+        ax.set_title(_init_label(g, gammas, gamma_label))
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel(f"epochs to {threshold_label}")
     handles = [Patch(facecolor=colors[k], edgecolor="black", label=f"k={k}") for k in ks]

@@ -59,14 +59,29 @@ def speed_tables(rows: pd.DataFrame, history: pd.DataFrame) -> dict[str, pd.Data
     return tables
 
 
+def gamma_convention(rows: pd.DataFrame) -> str:
+    """How a run table's gammas read: paper gamma when every run sets its std at width 400
+    (``init.ref_width``), plain when none sets a reference width, else just gamma."""
+    import pandas as pd
+
+    from anchorlab.papers.gammas import PAPER_WIDTH
+
+    ref = rows["init.ref_width"] if "init.ref_width" in rows else pd.Series(float("nan"), index=rows.index)
+    if len(ref) and (ref == PAPER_WIDTH).all():
+        return "paper gamma"
+    return "plain gamma" if ref.isna().all() else "gamma"
+
+
 def make_prediction(sweep_dir: Path, out: Path, scale: str) -> Made:
     from anchorlab.analysis.speed import summarize_pair_speed
     from anchorlab.plots.save import save_figure
     from anchorlab.papers.plots.speed import plot_complexity_speed, plot_pair_speed
 
-    tables = speed_tables(run_table([sweep_dir]), history_table([sweep_dir]))
+    rows = run_table([sweep_dir])
+    tables = speed_tables(rows, history_table([sweep_dir]))
     files = {"fig_complexity_speed.png": save_figure(plot_complexity_speed(
-        tables["speed_summary"], threshold_label=f"train loss <= {LOSS_THRESHOLD:g}"), out / "fig_complexity_speed")[0]}
+        tables["speed_summary"], threshold_label=f"train loss <= {LOSS_THRESHOLD:g}",
+        gamma_label=gamma_convention(rows)), out / "fig_complexity_speed")[0]}
     pairs = tables["pair_speed"]
     if not pairs.empty:
         small = pairs.gamma.max()
