@@ -1,5 +1,7 @@
 """The clean-picks rule: eligibility, ranking, the retrain-cost bound and the matched set."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -107,3 +109,26 @@ def test_the_demo_rate_sweep_is_the_committed_demo_runs():
     rows = pd.read_csv(Path(__file__).resolve().parents[1] / "docs" / "figures" / "demo_rate_cpu.csv")
     rows = rows[rows.op_set == "{1:+5,2:+1,3:-2,4:-8}"]
     assert {r.run_id for r in expand("demo_rate_cpu")} == set(rows.run_id) and len(rows) == 20
+
+
+def test_two_directions_is_a_level_every_small_init_run_must_reach():
+    """C7's "from two directions" binds the composing / small-init side: every run's +3 / +4 angle at the bar
+    (45 degrees) or more reads as the paper, one run short of it does not, whatever the other side does."""
+    from anchorlab.papers.analysis.clean_mechanism import LEVELS, judge
+
+    bar = LEVELS["two directions"]
+    small = pd.DataFrame({"angle_deg": [bar, 80.0]})
+    assert judge(small, pd.DataFrame({"angle_deg": [90.0]}), "init", ("C7",)).reading.item() == "as the paper"
+    short = pd.DataFrame({"angle_deg": [bar - 1, 80.0]})
+    assert judge(short, pd.DataFrame({"angle_deg": [0.0]}), "init", ("C7",)).reading.item() == "not as the paper"
+
+
+def test_c7_status_counts_the_two_directions_row():
+    """The committed init contrast: the spectrum and ordering rows read as the paper, the angle row does not
+    (the small init's +3 / +4 moves mostly point one way), so C7 reads "partly" by the legend."""
+    from anchorlab.papers.analysis.clean_mechanism import claim_status
+
+    j = pd.read_csv(Path(__file__).resolve().parents[1] / "docs" / "figures" / "clean_mechanism_cpu_judged.csv")
+    c7 = j[(j.claim == "C7") & (j.comparison == "init")].set_index("measure").reading
+    assert c7["angle_deg"] == "not as the paper" and c7.drop("angle_deg").str.startswith("as the paper").all()
+    assert claim_status(j, "C7", ("init",)) == "partly"

@@ -47,7 +47,7 @@ def _side(r: dict, side: str) -> str:
 
 
 PAPER = {">": "composes above", "<": "composes below", "parallel": "composes: nearly parallel",
-         "low": "memorizes: always low"}
+         "low": "memorizes: always low", "two directions": "composes: two directions"}
 
 
 def claim_table(claim: str, main: bool = False) -> str:
@@ -72,7 +72,7 @@ def init_table(claim: str) -> str:
     j = table(f"{STEM}_judged.csv")
     j = j[(j.claim == claim) & (j.comparison == "init")]
     init = table(f"{STEM}_init.csv")
-    paper = {">": "small above large", "<": "small below large"}
+    paper = {">": "small above large", "<": "small below large", "two directions": "small: two directions"}
     rows = [[f"{r['label']} (`{r['measure']}`)", _side(r, "a"), _side(r, "b"),
              paper.get(r["kind"], "") if isinstance(r["kind"], str) else "", r["reading"]]
             for r in j.to_dict("records")]
