@@ -266,3 +266,20 @@ def test_clock_verdict_counts_the_shorter_clock_failures_and_waits_for_every_run
     assert "no failure on the shorter clock was a fit cut short" in clock_verdict(none, 4, "best")
     with pytest.raises(ConfigError, match="reading"):
         clock_verdict(four, 4, "last")
+
+
+def test_c3_reading_recomputes_the_committed_claims_under_the_figure_codes_definitions():
+    """The one-line C3 reading recomputes each claim's lines from the committed runs under both definitions; under
+    the figure code's, best over training, it must match the figure run's own claims table, and the line names
+    both readings and both definitions."""
+    from anchorlab.papers.docs import c3
+    from anchorlab.papers.reproduce.figures_journal3 import INIT, WD
+
+    h = c3._holds_by_definition()
+    for claim in (INIT, WD):
+        assert h["authors-fig3", claim, "best"] == c3._journal_holds(claim)
+        for name, _ in c3.DEFINITIONS:
+            k, n = h[name, claim, "final"]
+            assert 0 <= k <= n == h[name, claim, "best"][1]
+    line = c3.c3_journal_reading()
+    assert "final:" in line and "the text's ID and OOD" in line
