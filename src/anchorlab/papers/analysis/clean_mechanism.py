@@ -62,6 +62,7 @@ MEASURES: list[tuple[str, str, str, str]] = [
     ("C5", "v2 equal_mean", "V(2) at the first anchor, equal g(x; a1): mean cosine", ">"),
     ("C5", "v2 unequal_mean", "V(2) at the first anchor, other pairs: mean cosine", ""),
     ("C5", "masked contrast", "second anchor masked: contrast by g(x; a1) (journal Fig. 4D)", ">"),
+    ("C5", "masked contrast centered", "second anchor masked, centered (not the paper's raw cosines)", ""),
     ("C7", "top2_share", "embedding covariance: share of the top two eigenvalues (Fig. 7)", ">"),
     ("C7", "participation", "embedding covariance: participation ratio (Fig. 7)", "<"),
     ("C7", "consistency_3", "+3 moves in the PC plane: one direction (Fig. 5c)", ">"),
@@ -97,10 +98,9 @@ def measures(run: "RunResult", n_inputs: int = 2000, n_draws: int = 4, residual:
     """Every measure of :data:`MEASURES` for one loaded run (:func:`anchorlab.train.load_run`; see the module
     docstring)."""
     from anchorlab.analysis.mechanism.flow import FlowScoresOptions, compute_flow_scores
-    from anchorlab.analysis.mechanism.masks import MaskAnchor2Options, anchor2_masked_cosines
     from anchorlab.analysis.mechanism.representations import (CosAo2Options, CosV2Options, compute_cos_ao2,
                                                               compute_cos_v2)
-    from anchorlab.analysis.similarity import contrast_of, cosine_levels
+    from anchorlab.analysis.similarity import cosine_levels
 
     row: dict[str, float] = {}
     for weight, prefix in (("contribution", ""), ("attention", "att ")):
@@ -112,7 +112,7 @@ def measures(run: "RunResult", n_inputs: int = 2000, n_draws: int = 4, residual:
     v2 = cosine_levels(compute_cos_v2(run, CosV2Options(n_draws=n_draws, seed=seed))["cosine"])
     row.update({f"ao2 {k}": v for k, v in ao.items()})
     row.update({f"v2 {k}": v for k, v in v2.items()})
-    row["masked contrast"] = contrast_of(anchor2_masked_cosines(run, MaskAnchor2Options(n_draws=n_draws, seed=seed)))
+    row.update(masked_contrasts(run, n_draws, seed))
     row.update(embedding_measures(run.model.embed.weight))
     return row
 
@@ -194,6 +194,16 @@ def judged(runs: "pd.DataFrame") -> "pd.DataFrame":
     return pd.concat(parts, ignore_index=True)
 
 
+def masked_contrasts(run: Any, n_draws: int = 4, seed: int = 0) -> dict[str, float]:
+    """Journal Fig. 4D's contrast with the second anchor masked: on the raw cosines the paper uses (``masked
+    contrast``) and centered per filler draw (``masked contrast centered``, the earlier pick's reading)."""
+    from anchorlab.analysis.mechanism.masks import MaskAnchor2Options, anchor2_masked_cosines
+    from anchorlab.analysis.similarity import contrast_of
+
+    return {f"masked contrast{' centered' if c else ''}": contrast_of(anchor2_masked_cosines(
+        run, MaskAnchor2Options(n_draws=n_draws, seed=seed, center=c))) for c in (False, True)}
+
+
 def embedding_measures(E: "torch.Tensor") -> dict[str, float]:
     """C7's measures of one embedding matrix (vocab, d_model) over the key tokens 40..79."""
     from anchorlab.analysis.embedding import (DEFAULT_TOKENS, covariance_participation_ratio, ordinal_rank_correlation,
@@ -212,15 +222,12 @@ def init_contrast(runs: "pd.DataFrame", top_k: int = 10, n_draws: int = 4,
     run_id / index / share)."""
     import pandas as pd
 
-    from anchorlab.analysis.mechanism.masks import MaskAnchor2Options, anchor2_masked_cosines
-    from anchorlab.analysis.similarity import contrast_of
     from anchorlab.train import load_run
 
     rows, spec = [], []
     for r in runs.to_dict("records"):
         run = load_run(r["run_dir"])
-        masked = contrast_of(anchor2_masked_cosines(run, MaskAnchor2Options(n_draws=n_draws, seed=seed)))
-        rows.append({"side": r["side"], "seed": r["seed"], "run_id": r["run_id"], "masked contrast": masked,
+        rows.append({"side": r["side"], "seed": r["seed"], "run_id": r["run_id"], **masked_contrasts(run, n_draws, seed),
                      **embedding_measures(run.model.embed.weight)})
         spec += _spectrum_rows(run.model.embed.weight, r["side"], "init", r["run_id"], top_k)
     return pd.DataFrame(rows), pd.DataFrame(spec)
