@@ -56,3 +56,27 @@ def test_c13_refuses_a_status_once_a_setting_learns_without_the_comparison(monke
     assert "| learns |" in c13.c13_search()
     with pytest.raises(NotImplementedError, match="comparison"):
         c13.c13_status()
+
+
+def test_distinct_chance_is_the_chance_that_random_runs_land_on_different_op_sets():
+    """Six composing runs, one on each of six of twelve op sets of two runs each: the chance that six runs placed
+    at random among the 24 all land on different op sets is C(12,6) 2^6 / C(24,6) (about 0.44); two on one op set
+    gives no such baseline."""
+    import math
+
+    from anchorlab.papers.docs.fig2 import distinct_chance
+
+    done = pd.DataFrame({"small_compose": [1] * 6 + [0] * 6})
+    assert math.isclose(distinct_chance(done, 2), math.comb(12, 6) * 2 ** 6 / math.comb(24, 6))
+    assert round(distinct_chance(done, 2), 2) == 0.44
+    assert distinct_chance(pd.DataFrame({"small_compose": [2] + [1] * 4 + [0] * 7}), 2) is None
+    assert distinct_chance(pd.DataFrame({"small_compose": [1] + [0] * 11}), 2) is None
+
+
+def test_scale_tables_list_only_the_gammas_that_ran():
+    """The depth sweep planned four gammas; the committed runs hold three, so the scale row names those three."""
+    from anchorlab.papers.docs.common import gammas_ran, sweep_scale
+
+    ran = gammas_ran("fig2_depth_cpu")
+    assert ran is not None and 0.65 not in ran and {0.3, 0.8} <= set(ran)
+    assert "0.65" not in sweep_scale("fig2_depth_cpu", ran)["init"] and "0.65" in sweep_scale("fig2_depth_cpu")["init"]

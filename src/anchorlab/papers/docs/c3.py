@@ -106,7 +106,8 @@ def c3_journal_claims() -> str:
     rows = []
     for r in d.itertuples():
         stable = r.claim.startswith("stable rank")
-        rows.append([r.claim, r.line, r.along.replace("weight_decay", "wd").replace("gamma", "journal gamma"),
+        line = r.line.replace("gamma", "journal gamma") if r.line.startswith("gamma") else r.line
+        rows.append([r.claim, line, r.along.replace("weight_decay", "wd").replace("gamma", "journal gamma"),
                      f"{r.journal} ({word(r.journal_reading)})",
                      f"{r.ours_best} ({word(r.reading_best)})", held(r.holds_best),
                      "-" if stable else f"{r.ours_final} ({word(r.reading_final)})",

@@ -49,8 +49,10 @@ def _c1_many() -> str:
     done = o[o.done]
     of = f"{len(done)} finished of {N_OP_SETS}" if len(done) < N_OP_SETS else str(N_OP_SETS)
     where = kind(table("opset_properties_cpu.csv"), with_auc=False, with_fit=False)
+    p = f2.distinct_chance(done, RUNS_PER_INIT)
+    chance = "" if p is None else f"; spread as by chance, p {num(p)}"
     return (f"over {of} random op sets the contrast holds on {int(done.contrast.sum())} "
-            f"({int(done.contrast_every_run.sum())} in every run); where the small init composes: {where}")
+            f"({int(done.contrast_every_run.sum())} in every run{chance}); where the small init composes: {where}")
 
 
 def _c1_status() -> str:

@@ -105,10 +105,11 @@ def _data_clock(spec: Any, base: dict) -> list[tuple[Any, float]]:
     return list(zip(ns, es)) if same else [(n, float(e)) for n in ns for e in es]
 
 
-def sweep_scale(name: str) -> dict[str, str]:
+def sweep_scale(name: str, only_gammas: Sequence[float] | None = None) -> dict[str, str]:
     """The scale of a sweep preset in the paper's terms: runs, width, data, clock, peak lrs, gammas, seeds.
 
-    Read from the preset file itself (its base config, its ``set`` and its axes), never from a run.
+    Read from the preset file itself (its base config, its ``set`` and its axes), never from a run;
+    ``only_gammas`` keeps the preset's gammas that are in it (the ones that ran, :func:`gammas_ran`).
     """
     from anchorlab.config.experiment import OptimConfig
     from anchorlab.sweep.grid import apply_set, load_sweep
@@ -148,7 +149,7 @@ def sweep_scale(name: str) -> dict[str, str]:
         peaks = [OptimConfig(**optim).peak]
     peaks = sorted(set(float(p) for p in peaks))
     peak_s = sci(peaks[0]) if len(peaks) == 1 else f"{len(peaks)}: {sci(peaks[0])}..{sci(peaks[-1])}"
-    gammas = [g for g in values("init.gamma") if g is not None]
+    gammas = [g for g in values("init.gamma") if g is not None and (only_gammas is None or g in only_gammas)]
     ref = _dotted(base, "init.ref_width")
     w0 = ref or (widths[0] if widths else None)
     if w0 and gammas:
@@ -158,7 +159,7 @@ def sweep_scale(name: str) -> dict[str, str]:
                             for g in dict.fromkeys(gammas))
         gamma_s = f"{label}: {gamma_s}"
     else:
-        gamma_s = ", ".join(f"{g:g}" for g in dict.fromkeys(gammas)) or "-"
+        gamma_s = ("plain gamma: " + ", ".join(f"{g:g}" for g in dict.fromkeys(gammas))) if gammas else "-"
     seeds = _axis_values(spec, "train.init_seed")
     return {"runs": str(spec.n_combinations), "width": width_s, "data": data_s, "clock": clock_s,
             "peak lr": peak_s, "init": gamma_s, "seeds": str(len(set(seeds)) if seeds else 1)}
@@ -192,12 +193,28 @@ def ran_of(name: str, design: str) -> str:
     return str(len(planned)) if ran in (0, len(planned)) else f"{ran} of {len(planned)} planned"
 
 
+def gammas_ran(name: str) -> list[float] | None:
+    """The init gammas of an anchor-task sweep preset's planned runs that a committed table holds, in the preset's
+    order; None when every planned run is in, none is, or the task's size is read from data files."""
+    from anchorlab.sweep.grid import apply_set, expand, load_sweep
+
+    spec = load_sweep(name)
+    if (_dotted(apply_set(spec.base, spec.set), "task.name") or "anchor") != "anchor":
+        return None
+    planned = expand(name)
+    ran = [r for r in planned if r.run_id in committed_run_ids()]
+    if len(ran) in (0, len(planned)):
+        return None
+    return list(dict.fromkeys(r.config.init.gamma for r in ran))
+
+
 def scale_table(rows: Sequence[tuple[str, str]]) -> str:
-    """(label, sweep preset) rows -> a Markdown table of their scales; ``runs`` says how many of ours ran."""
+    """(label, sweep preset) rows -> a Markdown table of their scales; for ours, ``runs`` says how many ran and
+    ``init`` lists only the gammas that ran."""
     keys = ["runs", "width", "data", "clock", "peak lr", "init", "seeds"]
     out = []
     for label, name in rows:
-        s = sweep_scale(name)
+        s = sweep_scale(name, gammas_ran(name) if label == "ours" else None)
         if label == "ours":
             s = {**s, "runs": ran_of(name, s["runs"])}
         out.append([f"{label} (`{name}`)"] + [s[k] for k in keys])

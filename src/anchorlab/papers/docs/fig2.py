@@ -174,15 +174,24 @@ def c1_crossing() -> str:
             + ("" if v["verdict"] != "pending" else f"; still possible: {v['still_possible']}") + ".\n")
 
 
+def distinct_chance(done: pd.DataFrame, per_op_set: int) -> float | None:
+    """With k composing small-init runs over N op sets of ``per_op_set`` runs each, all on different op sets: how
+    likely k runs placed at random would all land on different op sets, had the op set no say (None when fewer
+    than two runs compose or two share an op set)."""
+    k, n = int(done.small_compose.sum()), len(done)
+    if k < 2 or int((done.small_compose > 0).sum()) < k:
+        return None
+    return math.comb(n, k) * per_op_set ** k / math.comb(n * per_op_set, k)
+
+
 def _chance_of_distinct(done: pd.DataFrame, per_op_set: int) -> str:
-    """C1's chance baseline: with k composing small-init runs over N op sets of ``per_op_set`` runs each, how likely
-    k runs placed at random would land on as many different op sets as they did (here: all different), had the
-    op set no say; and the per-seed split of the op sets that compose."""
+    """C1's chance baseline (:func:`distinct_chance`) in a paragraph, with the per-seed split of the op sets that
+    compose."""
     k, n = int(done.small_compose.sum()), len(done)
     m = int((done.small_compose > 0).sum())
-    if k < 2 or m < k:
+    p = distinct_chance(done, per_op_set)
+    if p is None:
         return ""
-    p = math.comb(n, k) * per_op_set ** k / math.comb(n * per_op_set, k)
     every = int((done.small_compose == per_op_set).sum())
     return (f"\nWhich op sets compose is close to chance: the {k} composing small-init runs sit on {m} different op "
             f"sets, and {every} op sets compose in every seed; {k} runs placed at random among the "
