@@ -216,6 +216,10 @@ def test_longer_clock_reading_by_the_rule():
     assert longer_clock_reading(0.95, 0.4) == "fits, not phase 3"
     assert longer_clock_reading(0.85, 0.9) == "still unfit"
     assert longer_clock_reading(float("nan"), 0.9) == "still unfit"
+    from anchorlab.papers.eval.journal_cells import control_reading
+
+    assert control_reading(0.95, 0.6) == "control: phase 3" and control_reading(0.95, 0.4) == "control: fits, not phase 3"
+    assert control_reading(0.5, 0.9) == "control: unfit"
 
 
 def test_clock_pairs_match_the_twin_by_decay_exponent():
@@ -256,10 +260,10 @@ def test_clock_verdict_counts_the_shorter_clock_failures_and_waits_for_every_run
 
     two = pairs(["fit cut short", "still unfit"], [False, False])
     assert "pending: 2 of 4" in clock_verdict(two, 4, "final") and "Verdict:" not in clock_verdict(two, 4, "final")
-    four = pairs(["fit cut short", "still unfit", "fit cut short", "fits, not phase 3"], [False, False, False, True])
+    four = pairs(["fit cut short", "still unfit", "fit cut short", "control: phase 3"], [False, False, False, True])
     v = clock_verdict(four, 4, "final")
     assert "of 3 run(s) unfit" in v and "2 *fit cut short*, 1 *still unfit*, 0 *fits, not phase 3*" in v
-    assert "controls (fitted on the shorter clock): *fits, not phase 3*" in v and "2 of 3 failures" in v
+    assert "runs fitted on the shorter clock: *control: phase 3*" in v and "2 of 3 failures" in v
     every = pairs(["fit cut short"] * 3 + ["still unfit"], [False] * 3 + [True])
     assert "every failure on the shorter clock was a fit cut short" in clock_verdict(every, 4, "best")
     none = pairs(["still unfit"] * 4, [False] * 4)

@@ -270,14 +270,22 @@ def longer_clock_reading(id_acc: float, ood_acc: float, th: PhaseThresholds = Ph
     return LONGER_CLOCK_READINGS[0] if ood_acc >= th.ood_threshold else LONGER_CLOCK_READINGS[2]
 
 
+def control_reading(id_acc: float, ood_acc: float, th: PhaseThresholds = PhaseThresholds()) -> str:
+    """A run that fitted on the shorter clock (a control) read on the longer one: ``control: phase 3`` when it
+    still fits and reads phase 3, ``control: fits, not phase 3``, or ``control: unfit``."""
+    if not id_acc >= th.id_threshold:
+        return "control: unfit"
+    return "control: phase 3" if ood_acc >= th.ood_threshold else "control: fits, not phase 3"
+
+
 def clock_pairs(short: pd.DataFrame, long: pd.DataFrame, d: MetricDefinition,
                 th: PhaseThresholds = PhaseThresholds()) -> pd.DataFrame:
     """Each run of ``long`` (a run table on the longer clock) beside its twin on the shorter clock in ``short``
     (the same init, seed, depth and decay exponent, matched by :func:`journal_wd`), under definition ``d``: one row
     per run with ``gamma_axis``, ``seed``, ``journal_wd``, the short and long runs' ID / OOD per reading
     (``short_id_final`` ...), ``short_fitted`` (the short run's final ID >= ``th.id_threshold``) and the
-    :func:`longer_clock_reading` of the long run per reading (``reading_final`` / ``reading_best``). A long run
-    without a twin is an error naming it."""
+    :func:`longer_clock_reading` of the long run per reading (``reading_final`` / ``reading_best``), or its
+    :func:`control_reading` where the short run fitted. A long run without a twin is an error naming it."""
     read = reading_columns(d)
     s, lg = journal_view(short, d, th), journal_view(long, d, th)
     keys = ["gamma_axis", "seed", DEPTH, "journal_wd"]
@@ -291,12 +299,13 @@ def clock_pairs(short: pd.DataFrame, long: pd.DataFrame, d: MetricDefinition,
         t = twin.iloc[0]
         row = {"run_id": r.run_id, "short_run_id": t.run_id, **{k: r[k] for k in keys},
                "short_clock": t.clock, "clock": r.clock}
+        row["short_fitted"] = bool(t[read["id_final"]] >= th.id_threshold)
         for reading in READINGS:
             for m in ("id", "ood"):
                 row[f"short_{m}_{reading}"] = t[read[f"{m}_{reading}"]]
                 row[f"{m}_{reading}"] = r[read[f"{m}_{reading}"]]
-            row[f"reading_{reading}"] = longer_clock_reading(row[f"id_{reading}"], row[f"ood_{reading}"], th)
-        row["short_fitted"] = bool(row["short_id_final"] >= th.id_threshold)
+            row[f"reading_{reading}"] = (control_reading if row["short_fitted"] else longer_clock_reading)(
+                row[f"id_{reading}"], row[f"ood_{reading}"], th)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -314,7 +323,7 @@ def clock_verdict(pairs: pd.DataFrame, planned: int, reading: str) -> str:
     n = len(failed)
     tally = ", ".join(f"{v} *{k}*" for k, v in counts.items())
     ctrl = pairs[pairs.short_fitted] if len(pairs) else pairs
-    control = (f"; controls (fitted on the shorter clock): "
+    control = (f"; runs fitted on the shorter clock: "
                f"{', '.join(f'*{x}*' for x in ctrl[f'reading_{reading}'])}") if len(ctrl) else ""
     head = f"{reading} reading: of {n} run(s) unfit on the shorter clock, {tally}{control}"
     if len(pairs) < planned:
