@@ -5,6 +5,8 @@ judgement the table already holds (a run's solution, a cell's phase, a claims ro
 """
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 
 from anchorlab.papers.docs.common import FIGURES, count, md_table, num, paper_gamma, ratio, table
@@ -127,10 +129,11 @@ def _journal_holds(claim: str) -> tuple[int, int]:
 DEFINITIONS = (("authors-fig3", "the figure code's"), ("anchorlab", "the text's"))
 
 
+@functools.lru_cache(maxsize=None)
 def _holds_by_definition() -> dict[tuple[str, str, str], tuple[int, int]]:
     """(definition, claim, reading) -> (lines on which the journal claim goes the journal's way, lines judged),
     recomputed from the grid's committed runs under each of :data:`DEFINITIONS` (a line is judged where both of
-    its ends were run)."""
+    its ends were run). Cached: C3's line is drawn in several blocks of one docs build, from the same tables."""
     from anchorlab.eval.definitions import METRIC_DEFINITIONS
     from anchorlab.papers.eval.journal_cells import claim_lines, journal_cells, journal_view
     from anchorlab.papers.reproduce.figures_journal3 import INIT, WD, with_values

@@ -183,29 +183,33 @@ def ran_of(name: str, design: str) -> str:
     """How many of an anchor-task sweep preset's planned runs a committed table holds: ``"117 of 243 planned"``,
     or the planned count alone when every run is in (or none is: a paper-scale preset); for another task, the
     design's count (its configs need its data files)."""
-    from anchorlab.sweep.grid import apply_set, expand, load_sweep
-
-    spec = load_sweep(name)
-    if (_dotted(apply_set(spec.base, spec.set), "task.name") or "anchor") != "anchor":
+    pr = _planned_and_ran(name)
+    if pr is None:
         return design   # a task whose size is read from data files: the design's count
-    planned = [r.run_id for r in expand(name)]
-    ran = sum(r in committed_run_ids() for r in planned)
-    return str(len(planned)) if ran in (0, len(planned)) else f"{ran} of {len(planned)} planned"
+    planned, ran = pr
+    return str(len(planned)) if len(ran) in (0, len(planned)) else f"{len(ran)} of {len(planned)} planned"
 
 
-def gammas_ran(name: str) -> list[float] | None:
-    """The init gammas of an anchor-task sweep preset's planned runs that a committed table holds, in the preset's
-    order; None when every planned run is in, none is, or the task's size is read from data files."""
+@functools.lru_cache(maxsize=None)
+def _planned_and_ran(name: str) -> tuple[list[Any], list[Any]] | None:
+    """An anchor-task sweep preset's planned runs (:func:`anchorlab.sweep.grid.expand`) and those a committed table
+    holds; None for a task whose size is read from data files (its configs need its data files)."""
     from anchorlab.sweep.grid import apply_set, expand, load_sweep
 
     spec = load_sweep(name)
     if (_dotted(apply_set(spec.base, spec.set), "task.name") or "anchor") != "anchor":
         return None
     planned = expand(name)
-    ran = [r for r in planned if r.run_id in committed_run_ids()]
-    if len(ran) in (0, len(planned)):
+    return planned, [r for r in planned if r.run_id in committed_run_ids()]
+
+
+def gammas_ran(name: str) -> list[float] | None:
+    """The init gammas of an anchor-task sweep preset's planned runs that a committed table holds, in the preset's
+    order; None when every planned run is in, none is, or the task's size is read from data files."""
+    pr = _planned_and_ran(name)
+    if pr is None or len(pr[1]) in (0, len(pr[0])):
         return None
-    return list(dict.fromkeys(r.config.init.gamma for r in ran))
+    return list(dict.fromkeys(r.config.init.gamma for r in pr[1]))
 
 
 def scale_table(rows: Sequence[tuple[str, str]]) -> str:

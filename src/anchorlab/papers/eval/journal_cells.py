@@ -317,14 +317,13 @@ def clock_verdict(pairs: pd.DataFrame, planned: int, reading: str) -> str:
     in; before that the sentence says *pending* with the count."""
     if reading not in READINGS:
         raise ConfigError(f"reading: {reading!r} is not one of {', '.join(READINGS)}")
-    failed = pairs[~pairs.short_fitted] if len(pairs) else pairs
-    counts = {k: int((failed[f"reading_{reading}"] == k).sum()) for k in LONGER_CLOCK_READINGS} if len(pairs) \
-        else dict.fromkeys(LONGER_CLOCK_READINGS, 0)
+    fitted = pairs["short_fitted"].astype(bool) if len(pairs) else pd.Series(dtype=bool)
+    read = pairs[f"reading_{reading}"] if len(pairs) else pd.Series(dtype=object)
+    failed, ctrl = read[~fitted], read[fitted]
+    counts = {k: int((failed == k).sum()) for k in LONGER_CLOCK_READINGS}
     n = len(failed)
     tally = ", ".join(f"{v} *{k}*" for k, v in counts.items())
-    ctrl = pairs[pairs.short_fitted] if len(pairs) else pairs
-    control = (f"; runs fitted on the shorter clock: "
-               f"{', '.join(f'*{x}*' for x in ctrl[f'reading_{reading}'])}") if len(ctrl) else ""
+    control = f"; runs fitted on the shorter clock: {', '.join(f'*{x}*' for x in ctrl)}" if len(ctrl) else ""
     head = f"{reading} reading: of {n} run(s) unfit on the shorter clock, {tally}{control}"
     if len(pairs) < planned:
         return f"{head}. Verdict pending: {len(pairs)} of {planned} runs in."
