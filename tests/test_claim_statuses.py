@@ -80,3 +80,15 @@ def test_scale_tables_list_only_the_gammas_that_ran():
     ran = gammas_ran("fig2_depth_cpu")
     assert ran is not None and 0.65 not in ran and {0.3, 0.8} <= set(ran)
     assert "0.65" not in sweep_scale("fig2_depth_cpu", ran)["init"] and "0.65" in sweep_scale("fig2_depth_cpu")["init"]
+
+
+def test_status_table_counts_the_picked_runs_its_mechanism_statuses_read(monkeypatch):
+    """C4's status reads the clean picks, so its seeds column gives their count a side, not the sweep's seeds."""
+    from anchorlab.papers.docs import claims, clean  # noqa: F401  (registers the claims)
+    from anchorlab.papers.docs.status import status_table
+
+    rows = {r.split("|")[1].strip(): r for r in status_table().splitlines()[2:]}
+    assert "; 3+3 picks (" in rows["[C4](#c4)"] and "; 20 (" not in rows["[C4](#c4)"]
+    judged = pd.DataFrame([{"claim": "C4", "comparison": "cleanest", "kind": ">", "a_n": 2, "b_n": 5}])
+    monkeypatch.setattr(clean, "table", lambda name: judged)
+    assert clean.claim_runs("C4")() == "2+5 picks"

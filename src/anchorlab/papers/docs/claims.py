@@ -169,7 +169,7 @@ def _verdict_ours() -> str:
 def _claim(c: Claim) -> Claim:
     """Register ``c`` with its own blocks and the two every claim has: its scale (ours beside the paper's) and its
     status line."""
-    return register_claim(Claim(c.id, c.name, c.paper, c.ours, c.status, c.sweeps, no_figure=c.no_figure,
+    return register_claim(Claim(c.id, c.name, c.paper, c.ours, c.status, c.sweeps, no_figure=c.no_figure, runs=c.runs,
                                 blocks={**c.blocks, f"{c.id.lower()}-scale": status.scale_block(c.id),
                                         f"{c.id.lower()}-status": status.status_line(c.id)}))
 
@@ -196,11 +196,11 @@ _claim(Claim("C4", "information flow (NeurIPS Fig. 3)", "composing: the anchors 
              "anchors; memorizing: the last token merges the anchors, then reads the key",
              dc.claim_ours("C4"), dc.claim_status("C4"), ("predictors_cpu", "mechanism_paper"),
              blocks={"c4-clean": lambda: dc.claim_table("C4"), "c4-clean-main": lambda: dc.claim_table("C4", main=True),
-                     "c4-flow": cl.c4_flow, **_seeds("C4")}))
+                     "c4-flow": cl.c4_flow, **_seeds("C4")}, runs=dc.claim_runs("C4")))
 _claim(Claim("C5", "parallel vectors (NeurIPS Fig. 4)", "equal-target X_ao(2) nearly parallel when composing; all low "
              "when memorizing", dc.claim_ours("C5"), dc.claim_status("C5"), ("predictors_cpu", "mechanism_paper"),
              blocks={"c5-clean": lambda: dc.claim_table("C5"), "c5-clean-main": lambda: dc.claim_table("C5", main=True),
-                     "c5-init": lambda: dc.init_table("C5"), "c5-parallel": cl.c5_parallel, **_seeds("C5")}))
+                     "c5-init": lambda: dc.init_table("C5"), "c5-parallel": cl.c5_parallel, **_seeds("C5")}, runs=dc.claim_runs("C5")))
 _claim(Claim("C6", "condensation (NeurIPS Fig. 5; journal Fig. 5)", "small init condenses the input weights",
              cl.seeded_ours("C6"), cl.seeded_status("C6"), ("mechanism_cpu", "mechanism_paper"),
              blocks={"c6-condensation": cl.c6_condensation, **_seeds("C6")}))
@@ -208,7 +208,8 @@ _claim(Claim("C7", "ordered embeddings (NeurIPS Fig. 5, 7)", "small init: keys o
              "two directions", dc.claim_ours("C7", "init"), dc.claim_status("C7", ("init",)),
              ("demo_rate_cpu", "mechanism_paper"),
              blocks={"c7-clean": lambda: dc.claim_table("C7"), "c7-init": lambda: dc.init_table("C7"),
-                     "c7-spectrum": dc.spectrum, "c7-embedding": cl.c7_embedding, **_seeds("C7")}))
+                     "c7-spectrum": dc.spectrum, "c7-embedding": cl.c7_embedding, **_seeds("C7")},
+             runs=dc.claim_runs("C7", "init")))
 _claim(Claim("C8", "inferential complexity vs training speed (NeurIPS Fig. 6)",
              "large init fits at one speed whatever the complexity; small init slows with it", _c8_ours, cl.c8_status,
              ("prediction_matched_long_cpu", "prediction_paper"),   # the runs c8_status reads (studies.c8_runs)

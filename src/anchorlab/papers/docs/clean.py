@@ -103,6 +103,17 @@ def claim_ours(claim: str, comparison: str = "cleanest") -> Callable[[], str]:
     return ours
 
 
+def claim_runs(claim: str, comparison: str = "cleanest") -> Callable[[], str]:
+    """The runs ``claim``'s status reads in ``comparison``, a side each (the status table's seeds column, which
+    would otherwise give the sweep's seeds where the status reads picks)."""
+    def runs() -> str:
+        j = table(f"{STEM}_judged.csv")
+        j = j[(j.claim == claim) & j.kind.notna() & (j.comparison == comparison)]
+        what = "seeds" if comparison == "init" else "picks"
+        return f"{int(j.a_n.max())}+{int(j.b_n.max())} {what}"
+    return runs
+
+
 def spectrum(top_k: int = 5) -> str:
     """NeurIPS Fig. 7's quantity: the key embeddings' covariance eigenvalues as shares of the trace, the mean
     over each side's runs (range), largest first."""

@@ -11,9 +11,10 @@ from anchorlab.papers.docs.common import md_table, scale_table, sweep_scale
 from anchorlab.papers.reproduce.registry import CLAIMS, register_study
 
 
-def _scale_short(ours: str, paper: str) -> str:
+def _scale_short(ours: str, paper: str, runs: str | None = None) -> str:
+    """Width and seeds, ours (the paper's); ``runs`` replaces our seeds where the status reads picked runs."""
     o, p = sweep_scale(ours), sweep_scale(paper)
-    return f"{o['width']} ({p['width']}); {o['seeds']} ({p['seeds']})"
+    return f"{o['width']} ({p['width']}); {runs or o['seeds']} ({p['seeds']})"
 
 
 def status_table(short: bool = False) -> str:
@@ -21,8 +22,9 @@ def status_table(short: bool = False) -> str:
     the paper's claims only and no scale)."""
     rows = []
     for c in CLAIMS.values() if not short else [c for c in CLAIMS.values() if c.paper != "-"]:
-        one = sweep_scale(c.sweeps[0])
-        scale = _scale_short(*c.sweeps) if c.sweeps[0] != c.sweeps[1] else f"{one['width']}; {one['seeds']}"
+        one, runs = sweep_scale(c.sweeps[0]), c.runs() if c.runs else None
+        scale = (_scale_short(*c.sweeps, runs) if c.sweeps[0] != c.sweeps[1]
+                 else f"{one['width']}; {runs or one['seeds']}")
         if short:   # the README's: the scale is on the results page
             rows.append([c.id, c.paper, c.ours(), f"**{c.status()}**"])
         else:

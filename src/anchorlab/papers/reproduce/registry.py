@@ -74,6 +74,7 @@ class Claim:
     sweeps: tuple[str, str]
     blocks: Mapping[str, BlockFn] = field(default_factory=dict)
     no_figure: str = ""
+    runs: BlockFn | None = None     # the runs its status reads, where they are not its sweep's seeds (picks)
 
     def __post_init__(self) -> None:
         if not CID.fullmatch(self.id):
