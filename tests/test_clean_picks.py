@@ -132,3 +132,30 @@ def test_c7_status_counts_the_two_directions_row():
     c7 = j[(j.claim == "C7") & (j.comparison == "init")].set_index("measure").reading
     assert c7["angle_deg"] == "not as the paper" and c7.drop("angle_deg").str.startswith("as the paper").all()
     assert claim_status(j, "C7", ("init",)) == "partly"
+
+
+def test_lead_figures_draw_the_first_ranked_clean_pick_of_each_side(tmp_path):
+    """The claim pages' lead figures come from the runs the statuses read: rank 1 of the cleanest set per side,
+    and one seed of each init on the journal's task."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    import pytest
+
+    from anchorlab.papers.analysis import clean_figures as cf
+
+    r = pd.DataFrame({"side": ["composes", "composes", "memorizes", "memorizes"],
+                      "set": ["cleanest", "cleanest", "matched", "cleanest"], "rank": [2, 1, 1, 1],
+                      "picked": [True, True, True, True], "run_dir": ["c2", "c1", "m-matched", "m1"]})
+    assert cf.lead_runs(r) == {"composes": "c1", "memorizes": "m1"}
+    init = pd.DataFrame({"side": ["large_init", "small_init", "small_init"], "seed": [0, 0, 1],
+                         "run_dir": ["l0", "s0", "s1"]})
+    assert list(cf.init_runs(init).items()) == [("small_init", "s0"), ("large_init", "l0")]
+    with pytest.raises(ValueError, match="^seed: no run of seed 1 for large_init"):
+        cf.init_runs(init, seed=1)
+    pngs = []
+    for i, w in enumerate((40, 60)):
+        plt.imsave(tmp_path / f"{i}.png", [[0.5] * w] * 30)
+        pngs.append(tmp_path / f"{i}.png")
+    out = cf.side_by_side(pngs, tmp_path / "both.png")
+    h, w = plt.imread(out).shape[:2]
+    assert w > h     # one row

@@ -287,3 +287,12 @@ def test_c3_reading_recomputes_the_committed_claims_under_the_figure_codes_defin
             assert 0 <= k <= n == h[name, claim, "best"][1]
     line = c3.c3_journal_reading()
     assert "final:" in line and "the text's ID and OOD" in line
+
+
+def test_results_line_of_the_1x_row_is_the_final_reading_of_its_table():
+    """results.md's C3 line is the final reading's verdict of the 1x table on the C3 page, not a copy of it."""
+    from anchorlab.papers.docs import c3
+
+    line, page = c3.c3_one_x_verdict(), c3.c3_one_x()
+    final = next(x for x in page.splitlines() if x.startswith("- final reading"))
+    assert line.endswith(final[len("- final "):]) and "(4 of 4 runs)" in line

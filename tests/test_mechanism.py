@@ -331,6 +331,20 @@ def test_flow_tables_describe_the_paper_example(runs):
         compute_flow(run, FlowOptions(tokens=(1, 2, 3), key_pos=0))
 
 
+def test_flow_by_contribution_draws_only_what_reaches_the_last_output(runs):
+    """NeurIPS Fig. 3 highlights the edges that reach the output: in the last layer only the last position's row
+    is left (summing to 1), and an earlier layer's rows sum to the share of each stream the last output reads."""
+    run = load_run(runs[0])
+    e = compute_flow(run, FlowOptions(weight="contribution"))["edges"]
+    sums = e.groupby(["layer", "query"]).weight.sum()
+    last = e["query"].max()
+    assert np.isclose(sums.loc[(1, last)], 1.0) and np.allclose(sums.loc[1].drop(last), 0.0)
+    assert np.isclose(sums.loc[0].sum(), 1.0) and (sums.loc[0] >= 0).all()   # rollout with the skip path: r sums to 1
+    assert not np.allclose(e.weight, compute_flow(run, FlowOptions())["edges"].weight)
+    with pytest.raises(ConfigError, match="^weight: "):
+        FlowOptions(weight="rollout")
+
+
 def test_masking_tables(runs):
     run = load_run(runs[0])
     t = compute_mask_key(run, MaskKeyOptions(n_per_pair=5, method="pca", n_accuracy=8))
@@ -357,3 +371,15 @@ def test_compare_runs_side_by_side(runs):
     # loaded runs give the same row as directories
     again = compare_runs([load_run(runs[1])], n_inputs=32, n_draws=1)
     pd.testing.assert_frame_equal(again, df.iloc[[1]].reset_index(drop=True))
+
+
+def test_figure_titles_name_the_gamma_convention():
+    """A figure's title says whether its gamma is plain or read at init.ref_width."""
+    from types import SimpleNamespace
+
+    from anchorlab.analysis.registry import run_label
+
+    def run(w):
+        return SimpleNamespace(run_dir="/x/abc", cfg=SimpleNamespace(init=SimpleNamespace(gamma=0.8, ref_width=w)))
+    assert run_label(run(None)) == "abc (gamma=0.8, plain)"
+    assert run_label(run(400)) == "abc (gamma=0.8 at width 400)"

@@ -38,3 +38,19 @@ def test_path_pairs_count_a_changed_solution():
     assert (p.drop(index=[first, second]).solution == "queued").all() and not p.drop(index=[first, second]).changed.any()
     with pytest.raises(ConfigError, match="missing"):
         path_pairs(committed[~committed.run_id.isin(t.twin_run_id[:1])], reruns, "native")
+
+
+def test_results_caveat_counts_the_changed_runs_of_those_done(monkeypatch):
+    """The results page's one-line caveat gives the changed count over the runs done, and how many of nine ran."""
+    from anchorlab.papers.docs import fig2
+
+    committed = pd.read_csv(FIG2)
+    t = twins("native")
+    twin = committed.set_index("run_id").loc[t.twin_run_id[:3]]
+    cols = ["final.id_acc", "final.ood_inferential_acc", "final.ood_symmetric_acc"]
+    reruns = pd.DataFrame({"run_id": t.run_id[:3].tolist(), **{c: twin[c].tolist() for c in cols}})
+    changed = [1.0, 0.0, 0.9] if twin.iloc[0]["final.ood_symmetric_acc"] < 0.5 else [1.0, 0.9, 0.0]
+    reruns.loc[0, cols] = changed
+    monkeypatch.setattr(fig2, "table", lambda name: committed if name == "fig2_cell_cpu.csv" else reruns)
+    line = fig2.c1_path_draw_line()
+    assert "1 of 3 of the cell's small-init runs changed solution (3 of 9 re-run" in line

@@ -72,7 +72,7 @@ class Analysis:
 ANCHOR = ("anchor",)
 
 ANALYSES: dict[str, Analysis] = {a.name: a for a in (
-    Analysis("flow", "information flow of one input, line width = attention (NeurIPS Fig. 3a,c)",
+    Analysis("flow", "information flow of one input, line width = attention or contribution (NeurIPS Fig. 3a,c)",
              mech.FlowOptions, mech.compute_flow, mplots.flow_figure, ANCHOR),
     Analysis("flow-scores", "mean role-to-role attention per layer (NeurIPS Fig. 3a,c, numbers)",
              mech.FlowScoresOptions, mech.compute_flow_scores, mplots.flow_scores_figure, ANCHOR),
@@ -157,8 +157,10 @@ def check_task(analysis: Analysis | MultiRunAnalysis, task: str, run_dir: str | 
 
 
 def run_label(run: RunResult) -> str:
-    """``<run dir name> (gamma=<init.gamma>)``, the prefix of every figure title."""
-    return f"{Path(run.run_dir).name} (gamma={run.cfg.init.gamma})"
+    """``<run dir name> (gamma=<init.gamma>, plain)``, or ``(gamma=<g> at width <W>)`` where ``init.ref_width``
+    reads every width-counting fan-in at W: the prefix of every figure title, naming the gamma's convention."""
+    w = run.cfg.init.ref_width
+    return f"{Path(run.run_dir).name} (gamma={run.cfg.init.gamma}{', plain' if w is None else f' at width {w}'})"
 
 
 def write_tables(tables: Mapping[str, pd.DataFrame], out_dir: Path, name: str) -> dict[str, Path]:

@@ -184,12 +184,12 @@ def flow_figure(tables: Tables, opts: Any, label: str) -> Figure:
     if not pd.isna(last.target):
         desc += f" (inferential target {last.target})"
     return plot_information_flow(P, inp.token.tolist(), inp.prediction.tolist(), kp, opts.threshold,
-                                 title=f"{label}: {desc}")
+                                 title=f"{label}: {desc}; line width = {opts.weight}")
 
 
 def flow_scores_figure(tables: Tables, opts: Any, label: str) -> Figure:
     """``flow-scores``: bars of the head-averaged ``summary`` table."""
-    return plot_flow_scores(tables["summary"], FLOW_SCORE_EDGES, title=f"{label}: mean attention between roles")
+    return plot_flow_scores(tables["summary"], FLOW_SCORE_EDGES, title=f"{label}: mean {opts.weight} between roles")
 
 
 def _embedding_title(df: pd.DataFrame, method: str, what: str) -> str:

@@ -33,18 +33,24 @@ class FlowOptions:
     """``tokens``: one input (default: the NeurIPS example when it fits the
     task, else a sampled held-out-pair input); ``key_pos`` is required with
     ``tokens``; ``head``: one head (None = mean over heads); lines below
-    ``threshold`` are faint."""
+    ``threshold`` are faint. ``weight``: ``attention`` draws each edge by its
+    attention weight, ``contribution`` by the share of it that reaches the last
+    position's output (as :class:`FlowScoresOptions`; skip path weighted ``residual``)."""
 
     tokens: tuple[int, ...] | None = None
     key_pos: int | None = None
     head: int | None = None
     threshold: float = 0.05
+    weight: str = "attention"
+    residual: float = 0.5
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.tokens is not None and self.key_pos is None:
             raise ConfigError("key_pos: required when tokens is given")
         check_range("threshold", self.threshold, 0.0, 1.0)
+        check_choice("weight", self.weight, WEIGHTS)
+        check_range("residual", self.residual, 0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -94,14 +100,18 @@ def compute_flow(run: RunResult, opts: FlowOptions) -> dict[str, pd.DataFrame]:
 
     Tables: ``edges`` (main; :func:`~anchorlab.analysis.attention.flow_graph`
     columns plus ``query_token``, ``source_token``, ``head`` = "mean" or the
-    head index; one row per layer x causal (query, source) pair, weights of a
-    query row summing to 1) and ``input`` (position, token, role, prediction =
-    the model's argmax at that position, target = the inferential target at the
-    last position when both anchors are task anchors, else missing).
+    head index; one row per layer x causal (query, source) pair; by attention a
+    query row's weights sum to 1, by contribution to the share of that query's
+    stream that reaches the last output) and ``input`` (position, token, role,
+    prediction = the model's argmax at that position, target = the inferential
+    target at the last position when both anchors are task anchors, else missing).
     """
     model, task = run.model, run.task
     tokens, kp = _flow_input(task, opts)
-    pat = attention_patterns(model, tokens[None])[:, 0]  # (L, H, T, T)
+    pats = attention_patterns(model, tokens[None])  # (L, 1, H, T, T)
+    if opts.weight == "contribution":
+        pats = output_contributions(pats, opts.residual)
+    pat = pats[:, 0].float()  # (L, H, T, T)
     H = pat.shape[1]
     if opts.head is not None and not 0 <= opts.head < H:
         raise ConfigError(f"head: must be in 0..{H - 1}, got {opts.head}")

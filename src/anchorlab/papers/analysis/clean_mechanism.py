@@ -276,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
                     "large_init), seed and op_set (the demo's rate table), its runs under --init-runs/runs/<run_id>")
     ap.add_argument("--init-runs", type=Path)
     ap.add_argument("--op-set", default="{1:+5,2:+1,3:-2,4:-8}", help="the init table's rows on these steps only")
+    ap.add_argument("--figures", action="store_true", help="also the claim pages' lead figures "
+                    "(anchorlab.papers.analysis.clean_figures)")
     a = ap.parse_args(argv)
     retrained = pd.read_csv(a.runs / "retrained.csv")
     a.out.mkdir(parents=True, exist_ok=True)
@@ -299,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
     from anchorlab.papers.plots.spectrum import plot_spectra
 
     plot_spectra(spec).savefig(a.out / f"{a.stem}_spectra.png", dpi=110)
+    if a.figures:
+        from anchorlab.papers.analysis import clean_figures as cf
+
+        cf.draw(cf.lead_runs(retrained), cf.PICK_FIGURES, a.out, a.stem)
+        if a.init_table is not None:
+            cf.draw(cf.init_runs(t), cf.INIT_FIGURES, a.out, a.stem)
     return 0
 
 

@@ -217,19 +217,25 @@ def c3_status() -> str:
 ONE_X_SWEEP, ONE_X_TABLE = "journal_fig3_decay_1x_cpu", "journal_fig3_cpu_1x.csv"
 
 
+def _one_x_pairs():
+    """(each 1x run beside its 1/2x twin, the figure code's ID / OOD; the planned runs)."""
+    from anchorlab.eval.definitions import METRIC_DEFINITIONS
+    from anchorlab.papers.eval.journal_cells import clock_pairs
+    from anchorlab.sweep.grid import expand
+
+    runs, _, _ = _journal_runs()
+    p = clock_pairs(runs, table(ONE_X_TABLE), METRIC_DEFINITIONS["authors-fig3"])
+    return p.sort_values(["gamma_axis", "seed"], ascending=[False, True]), len(expand(ONE_X_SWEEP))
+
+
 def c3_one_x() -> str:
     """C3's most-decay row at 1x the clock (``journal_fig3_decay_1x_cpu``; notes/2026-12-c3-1x.md): each 1x run
     beside its 1/2x twin, the figure code's ID / OOD (final, then best over training) and the rule's reading of the
     1x run per reading (:func:`~anchorlab.papers.eval.journal_cells.clock_pairs`), then the rule's verdict per reading
     (:func:`~anchorlab.papers.eval.journal_cells.clock_verdict`; pending until every planned run is in)."""
-    from anchorlab.eval.definitions import METRIC_DEFINITIONS
-    from anchorlab.papers.eval.journal_cells import READINGS, clock_pairs, clock_verdict
-    from anchorlab.sweep.grid import expand
+    from anchorlab.papers.eval.journal_cells import READINGS, clock_verdict
 
-    runs, _, _ = _journal_runs()
-    p = clock_pairs(runs, table(ONE_X_TABLE), METRIC_DEFINITIONS["authors-fig3"])
-    p = p.sort_values(["gamma_axis", "seed"], ascending=[False, True])
-    planned = len(expand(ONE_X_SWEEP))
+    p, planned = _one_x_pairs()
     rows = [[f"{r.gamma_axis:g} ({paper_gamma(r.gamma_axis, 640):.2f})", int(r.seed),
              f"{num(r.short_id_final)} / {num(r.short_ood_final)}" + ("" if r.short_fitted else " (unfit)"),
              f"{num(r.id_final)} / {num(r.ood_final)}", r.reading_final,
@@ -238,3 +244,11 @@ def c3_one_x() -> str:
     verdicts = "".join(f"- {clock_verdict(p, planned, r)}\n" for r in sorted(READINGS, reverse=True))
     return head + md_table(["journal gamma (paper gamma)", "seed", "1/2x: ID / OOD, final", "1x: ID / OOD, final",
                             "reading (final)", "1x: ID / OOD, best", "reading (best)"], rows) + "\n\n" + verdicts
+
+
+def c3_one_x_verdict() -> str:
+    """The results page's line of :func:`c3_one_x`: the rule's verdict on the final reading, with its runs."""
+    from anchorlab.papers.eval.journal_cells import clock_verdict
+
+    p, planned = _one_x_pairs()
+    return f"The most-decay row at 1x ({len(p)} of {planned} runs), the {clock_verdict(p, planned, 'final')}"

@@ -112,7 +112,7 @@ def _demo_reading() -> str:
     first = s.iloc[0]
     g = dj.GAMMAS
     return (f"the demo (journal task, journal gamma {g['large_init']:g} vs {g['small_init']:g}, wd 0): large init "
-            f"phase 2, small init phase 3 in {int(first.contrast)} of {int(first.seeds)} seeds")
+            f"phase 2 and small init phase 3 together in {int(first.contrast)} of {int(first.seeds)} seeds")
 
 
 def _mech(col: str) -> Callable[[], str]:
@@ -183,7 +183,8 @@ _claim(Claim("C1", "the headline", "small init composes, large init memorizes th
              _c1_status, ("fig2_cell_clock_cpu", "fig2_paper"),
              blocks={"c1-clock": f2.c1_clock, "c1-bracket": f2.c1_bracket, "c1-opsets": f2.c1_opsets,
                      "c1-crossing": f2.c1_crossing, "c1-many": f2.c1_many, "c1-ladder": f2.c1_ladder,
-                     "c1-answers": f2.c1_answers, "c1-path-draw": f2.c1_path_draw}))
+                     "c1-answers": f2.c1_answers, "c1-path-draw": f2.c1_path_draw,
+                     "c1-path-draw-line": f2.c1_path_draw_line}))
 _claim(Claim("C2", "gamma x depth (NeurIPS Fig. 2)", "the contrast at every depth >= 2", _c2_ours, _c2_status,
              ("fig2_depth_cpu", "fig2_paper"), blocks={"c2-depth": f2.c2_depth, "fig2-hero": f2.fig2_hero}))
 _claim(Claim("C3", "phases and weight decay (journal Fig. 3, 10)",
@@ -191,7 +192,8 @@ _claim(Claim("C3", "phases and weight decay (journal Fig. 3, 10)",
              ("journal_fig3_cpu", "fig3_paper"),
              blocks={"c3-grid": c3.c3_grid, "c3-rescue": c3.c3_rescue, "c3-journal-cells": c3.c3_journal_cells,
                      "c3-journal-claims": c3.c3_journal_claims, "c3-journal-depth": c3.c3_journal_depth,
-                     "c3-definitions": c3.c3_definitions, "c3-one-x": c3.c3_one_x}))
+                     "c3-definitions": c3.c3_definitions, "c3-one-x": c3.c3_one_x,
+                     "c3-one-x-verdict": c3.c3_one_x_verdict}))
 _claim(Claim("C4", "information flow (NeurIPS Fig. 3)", "composing: the anchors read the key, the last token reads the "
              "anchors; memorizing: the last token merges the anchors, then reads the key",
              dc.claim_ours("C4"), dc.claim_status("C4"), ("predictors_cpu", "mechanism_paper"),
@@ -203,7 +205,7 @@ _claim(Claim("C5", "parallel vectors (NeurIPS Fig. 4)", "equal-target X_ao(2) ne
                      "c5-init": lambda: dc.init_table("C5"), "c5-parallel": cl.c5_parallel, **_seeds("C5")}, runs=dc.claim_runs("C5")))
 _claim(Claim("C6", "condensation (NeurIPS Fig. 5; journal Fig. 5)", "small init condenses the input weights",
              cl.seeded_ours("C6"), cl.seeded_status("C6"), ("mechanism_cpu", "mechanism_paper"),
-             blocks={"c6-condensation": cl.c6_condensation, **_seeds("C6")}))
+             blocks={"c6-condensation": cl.c6_condensation, **_seeds("C6")}, runs=cl.seeded_runs("C6")))
 _claim(Claim("C7", "ordered embeddings (NeurIPS Fig. 5, 7)", "small init: keys on a few large eigenvalues, +3 / +4 in "
              "two directions", dc.claim_ours("C7", "init"), dc.claim_status("C7", ("init",)),
              ("demo_rate_cpu", "mechanism_paper"),

@@ -91,15 +91,17 @@ def claim_status(claim: str, comparisons: tuple[str, ...] = ("cleanest", "matche
 
 
 def claim_ours(claim: str, comparison: str = "cleanest") -> Callable[[], str]:
-    """The claim's first judged measure in ``comparison``, and how many judged measures read as the paper."""
+    """The claim's first judged measure in ``comparison``, how many judged measures read as the paper, and (where
+    fewer) how many of those clear the status's bar: the sides apart, or the level met."""
     def ours() -> str:
         j = table(f"{STEM}_judged.csv")
         j = j[(j.claim == claim) & j.kind.notna() & (j.comparison == comparison)]
         top = j.iloc[0]
         good = j.reading.str.startswith("as the paper").sum()
+        met = j.reading.isin(["as the paper, apart", "as the paper"]).sum()   # the status's bar: apart, or level met
         who = "small vs large init (journal task)" if comparison == "init" else "composing vs memorizing (clean picks)"
         return (f"{num(top.a_mean)} vs {num(top.b_mean)}, {who} (`{top.measure}`); {good} of {len(j)} measures "
-                f"as the paper")
+                f"as the paper" + (f", {met} apart" if met < good else ""))
     return ours
 
 

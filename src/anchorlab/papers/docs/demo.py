@@ -96,9 +96,9 @@ def demo_clocks() -> str:
                     rows)
 
 
-def demo_rate_short() -> str:
-    """One sentence for the README: the demo's contrast rate on the papers' steps and on the other step sets, and
-    whether it reaches the 9 seeds in 10 a reliable demo needs."""
+def demo_rate_short(link: str = "([results](docs/results.md#the-demo))") -> str:
+    """One sentence for the README (the results page's, with its ``link``): the demo's contrast rate on the
+    papers' steps and on the other step sets, and whether it reaches the 9 seeds in 10 a reliable demo needs."""
     from anchorlab.papers import demo_journal as dj
 
     s = dj.rate_summary(table(dj.RATE_TABLE))
@@ -109,8 +109,7 @@ def demo_rate_short() -> str:
            "the small init does not always fit the seen pairs" if small_miss > large_miss else "both inits miss some")
     return (f"Over seeds, the contrast holds in {ratio(int(first.contrast), int(first.seeds))} seeds on the papers' "
             f"steps and in {ratio(int(rest.contrast.sum()), int(rest.seeds.sum()))} on two other step sets"
-            + ("" if reliable else f": not every seed shows it, mostly because {why}")
-            + " ([results](docs/results.md#the-demo)).\n")
+            + ("" if reliable else f": not every seed shows it, mostly because {why}") + f" {link}.\n")
 
 
 DEMO_RULE_PATHS = (("native", "demo_rule_native_cpu"), ("autocast", "demo_rule_cpu"))   # the default path first
@@ -183,6 +182,8 @@ def task_paragraph() -> str:
 
 register_study("demo", "the CPU demo (anchorlab demo), run outside the figure registry, and the task it trains", {
     "demo-pair": demo_pair, "demo-journal-pair": demo_journal_pair, "demo-rate": demo_rate,
-    "demo-clocks": demo_clocks, "demo-rate-short": demo_rate_short, "demo-rule": demo_rule,
+    "demo-clocks": demo_clocks, "demo-rate-short": demo_rate_short,
+    "demo-rate-line": lambda: demo_rate_short("(per step set and seed: [claims/demo.md](claims/demo.md))"),
+    "demo-rule": demo_rule,
     "demo-rule-paths": demo_rule_paths, "task": task_paragraph,
 })
