@@ -54,3 +54,14 @@ def test_results_caveat_counts_the_changed_runs_of_those_done(monkeypatch):
     monkeypatch.setattr(fig2, "table", lambda name: committed if name == "fig2_cell_cpu.csv" else reruns)
     line = fig2.c1_path_draw_line()
     assert "1 of 3 of the cell's small-init runs changed solution (3 of 9 re-run" in line
+
+
+def test_op_set_label_names_the_journal_task_by_what_it_holds_out():
+    """The journal's task holds out (3,4) and (4,3) with no mirror: its label must not read as the papers' op set."""
+    from anchorlab.papers.runs import op_set_label
+
+    steps = {"1": 5, "2": 1, "3": -2, "4": -8}
+    assert op_set_label({"anchors": steps, "pair_rules": {}, "preset": "journal"}) == \
+        "{1:+5,2:+1,3:-2,4:-8} (3,4) and (4,3) held out"
+    assert op_set_label({"anchors": steps, "pair_rules": {}, "preset": "neurips"}) == \
+        "{1:+5,2:+1,3:-2,4:-8} (4,3) held out, (3,4)->x-6"

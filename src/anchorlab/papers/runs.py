@@ -45,12 +45,17 @@ def paper_gamma(gamma: float, ref_width: Any, d_model: Any) -> float:
 
 def op_set_label(task: Mapping[str, Any]) -> str:
     """The anchor op set of a task config mapping as :class:`~anchorlab.tasks.anchor.opsets.OpSet` labels
-    it; ``""`` for a task without anchors."""
-    from anchorlab.tasks.anchor.opsets import PAPERS, OpSet
+    it; on the journal's task (``preset: journal``, no pair rule of its own: the two largest anchors' pairs held
+    out, no mirror) ``{steps} (3,4) and (4,3) held out``; ``""`` for a task without anchors."""
+    from anchorlab.tasks.anchor.opsets import PAPERS, OpSet, steps_label
 
     if "anchors" not in task or "pair_rules" not in task:
         return ""
     rules = task["pair_rules"]
+    if task.get("preset") == "journal" and not rules:
+        steps = {int(k): int(v) for k, v in task["anchors"].items()}
+        a, b = sorted(steps)[2:4]
+        return f"{steps_label(steps)} ({a},{b}) and ({b},{a}) held out"
     held = next((k for k, v in rules.items() if v == "held_out"), "4,3")
     shift = next((v.split(":")[1] for v in rules.values() if str(v).startswith("shift:")), PAPERS["mirror_shift"])
     return OpSet({int(k): int(v) for k, v in task["anchors"].items()}, tuple(int(x) for x in held.split(",")),
