@@ -159,3 +159,27 @@ def test_lead_figures_draw_the_first_ranked_clean_pick_of_each_side(tmp_path):
     out = cf.side_by_side(pngs, tmp_path / "both.png")
     h, w = plt.imread(out).shape[:2]
     assert w > h     # one row
+
+
+def test_journal_picks_take_the_cleanest_runs_of_each_init_without_decay():
+    """The journal-task rule: small init (gamma >= 0.6) composing above 0.95, large init (gamma <= 0.4) fitting
+    the seen pairs with OOD under 0.05, weight decay 0, depth two; ranked by OOD from its side's clean end."""
+    import pandas as pd
+    import pytest
+
+    from anchorlab.config import ConfigError
+    from anchorlab.papers.journal_picks import JournalRule, pick
+
+    rows = [  # run_id, gamma, wd, layers, ID, OOD
+        ("a", 0.8, 0.0, 2, 1.0, 0.999), ("b", 0.6, 0.0, 2, 1.0, 0.971), ("c", 0.6, 0.0, 2, 1.0, 0.9455),
+        ("d", 0.8, 0.0116, 2, 1.0, 1.0), ("e", 0.5, 0.0, 2, 1.0, 0.99), ("f", 0.8, 0.0, 2, 0.9, 0.99),
+        ("g", 0.4, 0.0, 2, 1.0, 0.0065), ("h", 0.4, 0.0, 2, 1.0, 0.0), ("i", 0.4, 0.0, 4, 1.0, 0.0),
+        ("j", 0.4, 0.0, 2, 1.0, 0.2), ("k", 0.8, 0.0, 2, 1.0, 0.98)]
+    t = pd.DataFrame(rows, columns=["run_id", "init.gamma", "optim.weight_decay", "model.n_layers", "final.id_acc",
+                                    "final.ood_acc"]).assign(**{"train.init_seed": 0, "op_set": "x"})
+    p = pick(t)
+    assert p[p.arm == "small_init"].run_id.tolist() == ["a", "k", "b"]       # c under the bar; d decays; e, f out
+    assert p[p.arm == "large_init"].run_id.tolist() == ["h", "g"]            # i is deeper; j composes some
+    assert pick(t, JournalRule(per_side=1)).run_id.tolist() == ["a", "h"]
+    with pytest.raises(ConfigError, match="^small_min: must exceed large_max"):
+        JournalRule(small_min=0.4)
