@@ -42,7 +42,7 @@ def test_path_pairs_count_a_changed_solution():
 
 def test_results_caveat_counts_the_changed_runs_of_those_done(monkeypatch):
     """The results page's one-line caveat gives the changed count over the runs done, and how many of nine ran."""
-    from anchorlab.papers.docs import fig2
+    from anchorlab.papers.docs import c1_scale
 
     committed = pd.read_csv(FIG2)
     t = twins("native")
@@ -51,8 +51,8 @@ def test_results_caveat_counts_the_changed_runs_of_those_done(monkeypatch):
     reruns = pd.DataFrame({"run_id": t.run_id[:3].tolist(), **{c: twin[c].tolist() for c in cols}})
     changed = [1.0, 0.0, 0.9] if twin.iloc[0]["final.ood_symmetric_acc"] < 0.5 else [1.0, 0.9, 0.0]
     reruns.loc[0, cols] = changed
-    monkeypatch.setattr(fig2, "table", lambda name: committed if name == "fig2_cell_cpu.csv" else reruns)
-    line = fig2.c1_path_draw_line()
+    monkeypatch.setattr(c1_scale, "table", lambda name: committed if name == "fig2_cell_cpu.csv" else reruns)
+    line = c1_scale.c1_path_draw_line()
     assert "1 of 3 of the cell's small-init runs changed solution (3 of 9 re-run" in line
 
 

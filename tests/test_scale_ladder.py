@@ -99,3 +99,16 @@ def test_the_figure_redraws_from_the_committed_rows(tmp_path):
                                  "best.ood_symmetric_acc", "steps_to_id_fit", "wall_seconds", "precision", "device"}
     assert (runs[runs.rung == "w128"].width == 128).all() and len(runs[runs.rung == "w128"]) >= 14
     assert "rates_by_rung.png" in res
+
+
+def test_results_line_gives_each_verdict_and_its_rates_once_in(monkeypatch):
+    """results.md's C1 line: each comparison's verdict, with both rungs' rates where the verdict is in."""
+    from anchorlab.papers.docs import c1_scale
+
+    rungs = _rungs({"w128": (2, 9, 6, 9), "w128 x 900k": (1, 6, 4, 6), "w64": (2, 9, 4, 9)})
+    monkeypatch.setattr(c1_scale, "table", lambda name: pd.DataFrame())
+    monkeypatch.setattr(fs, "rung_table", lambda runs: rungs)
+    line = c1_scale.c1_ladder_line()
+    assert ("data, w128 -> w128 x 900k: **flat** (small init composes 2 of 9 -> 1 of 6, large memorizes 6 of 9 -> "
+            "4 of 6)") in line
+    assert "width, w64 -> w256: **pending (w64: 18 runs, w256: 0 runs)**." in line

@@ -17,6 +17,7 @@ import pandas as pd
 from anchorlab.papers.docs import c3, c13, status
 from anchorlab.papers.docs import clean as dc
 from anchorlab.papers.docs import fig2 as f2
+from anchorlab.papers.docs import c1_scale as c1s
 from anchorlab.papers.docs import studies as cl
 from anchorlab.papers.docs.common import count, num, paper_gamma, ratio, table
 from anchorlab.papers.reproduce.registry import BlockFn, Claim, register_claim
@@ -182,9 +183,10 @@ def _seeds(claim: str) -> dict[str, BlockFn]:
 _claim(Claim("C1", "the headline", "small init composes, large init memorizes the mirror (each near 1)", _c1_ours,
              _c1_status, ("fig2_cell_clock_cpu", "fig2_paper"),
              blocks={"c1-clock": f2.c1_clock, "c1-bracket": f2.c1_bracket, "c1-opsets": f2.c1_opsets,
-                     "c1-crossing": f2.c1_crossing, "c1-many": f2.c1_many, "c1-ladder": f2.c1_ladder,
-                     "c1-answers": f2.c1_answers, "c1-path-draw": f2.c1_path_draw,
-                     "c1-path-draw-line": f2.c1_path_draw_line}))
+                     "c1-crossing": f2.c1_crossing, "c1-many": f2.c1_many, "c1-ladder": c1s.c1_ladder,
+                     "c1-ladder-line": c1s.c1_ladder_line,
+                     "c1-answers": f2.c1_answers, "c1-path-draw": c1s.c1_path_draw,
+                     "c1-path-draw-line": c1s.c1_path_draw_line}))
 _claim(Claim("C2", "gamma x depth (NeurIPS Fig. 2)", "the contrast at every depth >= 2", _c2_ours, _c2_status,
              ("fig2_depth_cpu", "fig2_paper"), blocks={"c2-depth": f2.c2_depth, "fig2-hero": f2.fig2_hero}))
 _claim(Claim("C3", "phases and weight decay (journal Fig. 3, 10)",

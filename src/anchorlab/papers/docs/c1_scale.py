@@ -1,0 +1,92 @@
+"""Generated blocks of C1's two questions about single runs and scale: the scale ladder (does the contrast sharpen
+toward the paper's width and data?) and the path draw (how often does a run's solution move with the precision
+path?). Each reads its committed per-run table and the rule's own judgement.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from anchorlab.papers.docs.common import md_table, num, ratio, sci, table
+
+
+def c1_ladder() -> str:
+    """The scale ladder (scale_ladder_cpu.csv, one row per run): per rung over the three op sets, each rate with
+    its Wilson interval and the papers' cell beside it; then the rule's verdict for width and for data."""
+    from anchorlab.papers.reproduce import figures_scale as fs
+
+    runs = table("scale_ladder_cpu.csv")
+    rungs = fs.rung_table(runs)
+    pooled = rungs[rungs.op_set == "all"]
+    rows = []
+    for r in pooled.itertuples():
+        rows.append([r.rung, f"{int(r.n_small)} / {int(r.n_large)}",
+                     f"{ratio(r.small_composes, r.n_small)} [{num(r.compose_lo)}, {num(r.compose_hi)}]",
+                     f"{ratio(r.large_memorizes, r.n_large)} [{num(r.memorize_lo)}, {num(r.memorize_hi)}]",
+                     f"{int(r.small_unfit)} / {int(r.large_unfit)}",
+                     f"{num(r.papers_cell_small_inferential)} / {num(r.papers_cell_large_symmetric)}",
+                     "yes" if r.ready else "no"])
+    head = ["rung (width, data)", "runs: small / large init", "small init composes (Wilson 95%)",
+            "large init memorizes (Wilson 95%)", "unfit: small / large", "papers' cell: inferential / symmetric",
+            "rung complete"]
+    v = fs.verdict_table(rungs)
+    lines = [md_table(head, rows), ""]
+    for r in v.itertuples():
+        lines.append(f"- {r.comparison} ({r.from_rung} -> {r.to_rung}): **{r.verdict}**")
+    return "\n".join(lines) + "\n"
+
+
+def c1_ladder_line() -> str:
+    """The results page's line of :func:`c1_ladder`: the rule's verdict for data and for width, with the pooled
+    rates where a verdict is in."""
+    from anchorlab.papers.reproduce import figures_scale as fs
+
+    rungs = fs.rung_table(table("scale_ladder_cpu.csv"))
+    pooled = rungs[rungs.op_set == "all"].set_index("rung")
+    parts = []
+    for r in fs.verdict_table(rungs).sort_values("comparison").itertuples():
+        a = pooled.loc[r.from_rung] if r.from_rung in pooled.index else None
+        b = pooled.loc[r.to_rung] if r.to_rung in pooled.index else None
+        rates = "" if r.verdict.startswith("pending") else (
+            f" (small init composes {ratio(a.small_composes, a.n_small)} -> {ratio(b.small_composes, b.n_small)}, "
+            f"large memorizes {ratio(a.large_memorizes, a.n_large)} -> {ratio(b.large_memorizes, b.n_large)})")
+        parts.append(f"{r.comparison}, {r.from_rung} -> {r.to_rung}: **{r.verdict}**{rates}")
+    return ("Toward the paper's scale, the rule's verdicts "
+            "([claims/c1.md](claims/c1.md#does-the-contrast-sharpen-toward-the-papers-scale)): " + "; ".join(parts) + ".")
+
+
+PATH_DRAW_TABLE = "path_draw_native_cpu.csv"
+
+
+def _path_draw() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(every planned run of the path draw beside its autocast twin, the runs done)."""
+    from anchorlab.papers.eval.path_draw import path_pairs
+
+    p = path_pairs(table("fig2_cell_cpu.csv"), table(PATH_DRAW_TABLE), "native")
+    p = p.sort_values(["optim.peak_lr", "train.init_seed"])
+    return p, p[p.solution != "queued"]
+
+
+def c1_path_draw_line() -> str:
+    """The results page's caveat of :func:`c1_path_draw`: how often a run's solution moved with the precision path."""
+    p, done = _path_draw()
+    return (f"- One run is partly a draw: re-trained on the native bf16 path, {int(done.changed.sum())} of "
+            f"{len(done)} of the cell's small-init runs changed solution ({len(done)} of {len(p)} re-run; "
+            "[claims/c1.md](claims/c1.md)).")
+
+
+def c1_path_draw() -> str:
+    """C1: the cell's small-init runs re-trained on the native bf16 path beside their committed autocast twins
+    (:mod:`anchorlab.papers.eval.path_draw`; docs/figures/path_draw_native_cpu.csv), final ID / inferential /
+    symmetric and the per-run solution; the count of solutions that changed."""
+    p, done = _path_draw()
+
+    def acc(r: pd.Series, pre: str = "") -> str:
+        return " / ".join(num(r[f"{pre}final.{m}"]) for m in ("id_acc", "ood_inferential_acc", "ood_symmetric_acc"))
+
+    queued = p.solution == "queued"
+    rows = [[sci(r["optim.peak_lr"]), int(r["train.init_seed"]), acc(r, "twin_"), r.twin_solution,
+             "-" if q else acc(r), r.solution, "-" if q else ("yes" if r.changed else "no")]
+            for (_, r), q in zip(p.iterrows(), queued)]
+    head = (f"Re-run: {len(done)} of {len(p)}; solution changed in {int(done.changed.sum())} of {len(done)}.\n\n")
+    return head + md_table(["peak lr", "seed", "autocast (committed): ID / inferential / symmetric", "solution",
+                            "native: ID / inferential / symmetric", "solution", "changed"], rows)
