@@ -147,11 +147,10 @@ def test_lead_figures_draw_the_first_ranked_clean_pick_of_each_side(tmp_path):
                       "set": ["cleanest", "cleanest", "matched", "cleanest"], "rank": [2, 1, 1, 1],
                       "picked": [True, True, True, True], "run_dir": ["c2", "c1", "m-matched", "m1"]})
     assert cf.lead_runs(r) == {"composes": "c1", "memorizes": "m1"}
-    init = pd.DataFrame({"side": ["large_init", "small_init", "small_init"], "seed": [0, 0, 1],
-                         "run_dir": ["l0", "s0", "s1"]})
+    init = pd.DataFrame({"side": ["large_init", "small_init", "small_init"], "run_dir": ["l0", "s0", "s1"]})
     assert list(cf.init_runs(init).items()) == [("small_init", "s0"), ("large_init", "l0")]
-    with pytest.raises(ValueError, match="^seed: no run of seed 1 for large_init"):
-        cf.init_runs(init, seed=1)
+    with pytest.raises(ValueError, match="^side: no run for large_init"):
+        cf.init_runs(init[init.side == "small_init"])
     pngs = []
     for i, w in enumerate((40, 60)):
         plt.imsave(tmp_path / f"{i}.png", [[0.5] * w] * 30)
@@ -183,3 +182,18 @@ def test_journal_picks_take_the_cleanest_runs_of_each_init_without_decay():
     assert pick(t, JournalRule(per_side=1)).run_id.tolist() == ["a", "h"]
     with pytest.raises(ConfigError, match="^small_min: must exceed large_max"):
         JournalRule(small_min=0.4)
+
+
+def test_the_retraining_commands_train_as_the_command_line_did(tmp_path, monkeypatch):
+    """The committed runs trained under the CLI (process settings on); a retraining entry point asks for the same."""
+    import os
+
+    from anchorlab.config.process_settings import PROCESS_SETTINGS_ENV, process_settings
+    from anchorlab.papers import journal_picks
+
+    monkeypatch.delenv(PROCESS_SETTINGS_ENV, raising=False)
+    assert journal_picks.main(["--out", str(tmp_path), "--pick-only"]) == 0
+    assert process_settings() and (tmp_path / "picks.csv").exists()
+    monkeypatch.setenv(PROCESS_SETTINGS_ENV, "off")           # an explicit choice is kept
+    journal_picks.main(["--out", str(tmp_path), "--pick-only"])
+    assert os.environ[PROCESS_SETTINGS_ENV] == "off"

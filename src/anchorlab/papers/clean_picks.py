@@ -20,6 +20,7 @@ its ``matched`` cleanest memorizing runs are picked beside them, so that one com
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -185,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--figures", type=Path, default=Path("docs/figures"), help="the committed tables' folder")
     ap.add_argument("--pick-only", action="store_true", help="write picks.csv and stop")
     a = ap.parse_args(argv)
+    # retrain as the command line trained the committed runs: glibc's malloc thresholds and flat parameters on
+    # (config.process_settings; a library call leaves them off, which pages in every step's activations anew)
+    from anchorlab.config.process_settings import PROCESS_SETTINGS_ENV
+
+    os.environ.setdefault(PROCESS_SETTINGS_ENV, "on")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     log.setLevel(logging.INFO)
     tables = [p for p in sorted(a.figures.glob("*.csv")) if "run_id" in _header(p)]

@@ -21,6 +21,7 @@ only when it passes its side's bars again. The output is ``picks.csv``, ``retrai
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -132,6 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table", type=Path, default=Path("docs/figures") / TABLE, help="the grid's committed runs")
     ap.add_argument("--pick-only", action="store_true", help="write picks.csv and stop")
     a = ap.parse_args(argv)
+    # retrain as the command line trained the committed runs: glibc's malloc thresholds and flat parameters on
+    # (config.process_settings; a library call leaves them off, which pages in every step's activations anew)
+    from anchorlab.config.process_settings import PROCESS_SETTINGS_ENV
+
+    os.environ.setdefault(PROCESS_SETTINGS_ENV, "on")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     log.setLevel(logging.INFO)
     a.out.mkdir(parents=True, exist_ok=True)

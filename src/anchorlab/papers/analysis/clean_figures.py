@@ -3,7 +3,7 @@
 C4 and C5 read the clean picks (:mod:`anchorlab.papers.clean_picks`): their figures are the first-ranked
 composing and memorizing run of the cleanest set, the information flow by contribution (what the status
 judges; NeurIPS Fig. 3) and the X_ao(2) cosines (NeurIPS Fig. 4a-b). C7 reads the init contrast on the
-journal's task: its figures are one seed of each init, the key embeddings' PCA (NeurIPS Fig. 5c-d).
+journal's task: its figures are the first run of each init, the key embeddings' PCA (NeurIPS Fig. 5c-d).
 Each figure is the library's analysis (:func:`anchorlab.analysis.registry.run_analysis`), copied as
 ``<stem>_<analysis>_<side>.png``, and the sides side by side as ``<stem>_<analysis>.png`` (the results page's).
 """
@@ -27,14 +27,13 @@ def lead_runs(retrained: pd.DataFrame) -> dict[str, str]:
     return {side: str(g.run_dir.iloc[0]) for side, g in c.groupby("side", sort=False)}
 
 
-def init_runs(init: pd.DataFrame, seed: int = 0) -> dict[str, str]:
-    """Side (small_init, large_init) -> run directory of ``seed`` in the init table (``side``, ``seed``,
-    ``run_dir``)."""
-    one = init[init.seed == seed]
-    missing = {"small_init", "large_init"} - set(one.side)
+def init_runs(init: pd.DataFrame) -> dict[str, str]:
+    """Side (small_init, large_init) -> run directory of the side's first row in the init table (``side``,
+    ``run_dir``; the picks' table lists each side in rank order, the demo's by seed)."""
+    missing = {"small_init", "large_init"} - set(init.side)
     if missing:
-        raise ValueError(f"seed: no run of seed {seed} for {', '.join(sorted(missing))}")
-    return {side: str(one[one.side == side].run_dir.iloc[0]) for side in ("small_init", "large_init")}
+        raise ValueError(f"side: no run for {', '.join(sorted(missing))}")
+    return {side: str(init[init.side == side].run_dir.iloc[0]) for side in ("small_init", "large_init")}
 
 
 def side_by_side(pngs: list[Path], dest: Path) -> Path:

@@ -218,8 +218,8 @@ def init_contrast(runs: "pd.DataFrame", top_k: int = 10, n_draws: int = 4,
                   seed: int = 0) -> tuple["pd.DataFrame", "pd.DataFrame"]:
     """The init contrast as the papers draw it, every seed on its own: C7 (NeurIPS Fig. 7, journal Fig. 5B) and
     the journal's Fig. 4D (the second anchor masked: ``masked contrast``). From rows with ``run_id``, ``side``
-    (``small_init`` / ``large_init``), ``seed`` and ``run_dir``: (per-run measures, long spectra table side /
-    run_id / index / share)."""
+    (``small_init`` / ``large_init``), ``seed`` and ``run_dir``: (per-run measures with each run's gamma and
+    ref_width, long spectra table side / run_id / index / share)."""
     import pandas as pd
 
     from anchorlab.train import load_run
@@ -227,7 +227,8 @@ def init_contrast(runs: "pd.DataFrame", top_k: int = 10, n_draws: int = 4,
     rows, spec = [], []
     for r in runs.to_dict("records"):
         run = load_run(r["run_dir"])
-        rows.append({"side": r["side"], "seed": r["seed"], "run_id": r["run_id"], **masked_contrasts(run, n_draws, seed),
+        rows.append({"side": r["side"], "seed": r["seed"], "run_id": r["run_id"], "gamma": run.cfg.init.gamma,
+                     "ref_width": run.cfg.init.ref_width, **masked_contrasts(run, n_draws, seed),
                      **embedding_measures(run.model.embed.weight)})
         spec += _spectrum_rows(run.model.embed.weight, r["side"], "init", r["run_id"], top_k)
     return pd.DataFrame(rows), pd.DataFrame(spec)

@@ -13,13 +13,19 @@ from anchorlab.papers.docs.common import md_table, num, paper_gamma, scale_table
 from anchorlab.papers.reproduce.registry import register_study
 
 STEM = "clean_mechanism_cpu"
+DEMO_STEM = "clean_mechanism_cpu_demo"   # the init contrast first read on the demo's seeds (kept beside the picks)
 
 
-def _journal_gamma(side: str) -> str:
-    """``journal gamma 0.8`` for ``small_init``: the demo's init of that side (the init contrast's runs)."""
-    from anchorlab.papers.demo_journal import GAMMAS
+def _journal_gamma(side: str, stem: str = STEM) -> str:
+    """``journal gamma 0.6-0.8`` for ``small_init``: the gammas of that side's runs in the init contrast's table
+    (a table without a gamma column: the demo's, whose init per side is :data:`~anchorlab.papers.demo_journal.GAMMAS`)."""
+    init = table(f"{stem}_init.csv")
+    if "gamma" not in init:
+        from anchorlab.papers.demo_journal import GAMMAS
 
-    return f"journal gamma {GAMMAS[side]:g}"
+        return f"journal gamma {GAMMAS[side]:g}"
+    g = sorted(init[init.side == side].gamma.unique())
+    return f"journal gamma {g[0]:g}" + (f"-{g[-1]:g}" if len(g) > 1 else "")
 
 
 def _gamma(gamma: float, ref_width: float) -> str:
@@ -67,19 +73,20 @@ def claim_table(claim: str, main: bool = False) -> str:
                      "the paper", "ours", "ours, matched"], rows)
 
 
-def init_table(claim: str) -> str:
-    """The measures of ``claim`` read as the init contrast on the journal's task (every seed of each init)."""
-    j = table(f"{STEM}_judged.csv")
+def init_table(claim: str, stem: str = STEM) -> str:
+    """The measures of ``claim`` read as the init contrast on the journal's task (every run of each init), from
+    ``stem``'s tables (``STEM``: the journal grid's picks; ``DEMO_STEM``: the demo's seeds, the earlier reading)."""
+    j = table(f"{stem}_judged.csv")
     j = j[(j.claim == claim) & (j.comparison == "init")]
-    init = table(f"{STEM}_init.csv")
+    init = table(f"{stem}_init.csv")
     paper = {">": "small above large", "<": "small below large", "two directions": "small: two directions"}
     rows = [[f"{r['label']} (`{r['measure']}`)", _side(r, "a"), _side(r, "b"),
              paper.get(r["kind"], "") if isinstance(r["kind"], str) else "", r["reading"]]
             for r in j.to_dict("records")]
     n = init.groupby("side").size()
-    return md_table(["measure", f"small init, {_journal_gamma('small_init')} ({n['small_init']} seeds)",
-                     f"large init, {_journal_gamma('large_init')} ({n['large_init']} seeds)", "the paper", "ours"],
-                    rows)
+    return md_table(["measure", f"small init, {_journal_gamma('small_init', stem)} ({n['small_init']} runs)",
+                     f"large init, {_journal_gamma('large_init', stem)} ({n['large_init']} runs)", "the paper",
+                     "ours"], rows)
 
 
 def claim_status(claim: str, comparisons: tuple[str, ...] = ("cleanest", "matched")) -> Callable[[], str]:
@@ -111,7 +118,7 @@ def claim_runs(claim: str, comparison: str = "cleanest") -> Callable[[], str]:
     def runs() -> str:
         j = table(f"{STEM}_judged.csv")
         j = j[(j.claim == claim) & j.kind.notna() & (j.comparison == comparison)]
-        what = "seeds" if comparison == "init" else "picks"
+        what = "runs" if comparison == "init" else "picks"
         return f"{int(j.a_n.max())}+{int(j.b_n.max())} {what}"
     return runs
 
