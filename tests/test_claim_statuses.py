@@ -92,3 +92,23 @@ def test_status_table_counts_the_picked_runs_its_mechanism_statuses_read(monkeyp
     judged = pd.DataFrame([{"claim": "C4", "comparison": "cleanest", "kind": ">", "a_n": 2, "b_n": 5}])
     monkeypatch.setattr(clean, "table", lambda name: judged)
     assert clean.claim_runs("C4")() == "2+5 picks"
+
+
+@pytest.mark.parametrize("small, large, others, status", [
+    (("composes", 0.95), ("memorizes", 0.97), "composes", "reproduced"),
+    (("composes", 0.79), ("memorizes", 0.96), "composes", "partly"),       # the direction, not the paper's size
+    (("composes", 0.95), ("memorizes", 0.97), "both", "partly"),           # not on the other op sets
+    (("both", 0.95), ("memorizes", 0.97), "composes", "not reproduced"),
+])
+def test_c1_status_asks_for_direction_and_size(monkeypatch, small, large, others, status):
+    from types import SimpleNamespace
+
+    from anchorlab.papers.docs import claims
+
+    def cell(op, clock, gamma, fitted=False):
+        if op != "(4,3), papers'":
+            return SimpleNamespace(solution=others)
+        sol, v = small if gamma == 0.8 else large
+        return SimpleNamespace(solution=sol, inferential_best=v, symmetric_best=v)
+    monkeypatch.setattr(claims, "_cell", cell)
+    assert claims._c1_status() == status
