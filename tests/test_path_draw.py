@@ -53,7 +53,7 @@ def test_results_caveat_counts_the_changed_runs_of_those_done(monkeypatch):
     reruns.loc[0, cols] = changed
     monkeypatch.setattr(c1_scale, "table", lambda name: committed if name == "fig2_cell_cpu.csv" else reruns)
     line = c1_scale.c1_path_draw_line()
-    assert "1 of 3 of the cell's small-init runs changed solution (3 of 9 re-run" in line
+    assert "1 of 3 of the cell's small-init runs changed solution (3 of 9 re-run); composing: " in line
 
 
 def test_op_set_label_names_the_journal_task_by_what_it_holds_out():

@@ -69,9 +69,16 @@ def _path_draw() -> tuple[pd.DataFrame, pd.DataFrame]:
 def c1_path_draw_line() -> str:
     """The results page's caveat of :func:`c1_path_draw`: how often a run's solution moved with the precision path."""
     p, done = _path_draw()
-    return (f"- One run is partly a draw: re-trained on the native bf16 path, {int(done.changed.sum())} of "
-            f"{len(done)} of the cell's small-init runs changed solution ({len(done)} of {len(p)} re-run; "
-            "[claims/c1.md](claims/c1.md)).")
+    return (f"- One run is partly a draw: on the native bf16 path, {int(done.changed.sum())} of {len(done)} of the "
+            f"cell's small-init runs changed solution ({len(done)} of {len(p)} re-run); {_compose_rates(done)} "
+            "([claims/c1.md](claims/c1.md)).")
+
+
+def _compose_rates(done: pd.DataFrame) -> str:
+    """The per-run compose rate on each path over the runs done, and how many composing runs are not the same."""
+    a, b = done.twin_solution == "composes", done.solution == "composes"
+    return (f"composing: {ratio(int(a.sum()), len(done))} on autocast, {ratio(int(b.sum()), len(done))} on native, "
+            f"{int((a != b).sum())} runs on one path only")
 
 
 def c1_path_draw() -> str:
@@ -87,6 +94,7 @@ def c1_path_draw() -> str:
     rows = [[sci(r["optim.peak_lr"]), int(r["train.init_seed"]), acc(r, "twin_"), r.twin_solution,
              "-" if q else acc(r), r.solution, "-" if q else ("yes" if r.changed else "no")]
             for (_, r), q in zip(p.iterrows(), queued)]
-    head = (f"Re-run: {len(done)} of {len(p)}; solution changed in {int(done.changed.sum())} of {len(done)}.\n\n")
+    head = (f"Re-run: {len(done)} of {len(p)}; solution changed in {int(done.changed.sum())} of {len(done)}; "
+            f"{_compose_rates(done)}.\n\n")
     return head + md_table(["peak lr", "seed", "autocast (committed): ID / inferential / symmetric", "solution",
                             "native: ID / inferential / symmetric", "solution", "changed"], rows)
