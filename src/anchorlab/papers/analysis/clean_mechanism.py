@@ -301,7 +301,12 @@ def main(argv: list[str] | None = None) -> int:
     spec.to_csv(a.out / f"{a.stem}_spectra.csv", index=False)
     from anchorlab.papers.plots.spectrum import plot_spectra
 
-    plot_spectra(spec).savefig(a.out / f"{a.stem}_spectra.png", dpi=110)
+    labels = {}
+    if a.init_table is not None:   # the init contrast's legend names the gammas its runs have (journal gammas)
+        for side, g in emb.groupby("side"):
+            lo, hi = g.gamma.min(), g.gamma.max()
+            labels[("init", side)] = f"{side.split('_')[0]} init (journal gamma {lo:g}" + (f"-{hi:g})" if hi > lo else ")")
+    plot_spectra(spec, labels=labels).savefig(a.out / f"{a.stem}_spectra.png", dpi=110)
     if a.figures:
         from anchorlab.papers.analysis import clean_figures as cf
 

@@ -14,9 +14,11 @@ STYLE = {("init", "small_init"): (0, "small init (journal gamma 0.8)", "tab:blue
 TITLES = ("the journal's task: small vs large init", "the mirror task: composing vs memorizing runs")
 
 
-def plot_spectra(spectra: pd.DataFrame, top_k: int = 10) -> Figure:
+def plot_spectra(spectra: pd.DataFrame, top_k: int = 10, labels: dict[tuple[str, str], str] | None = None) -> Figure:
     """``spectra``: rows (side, set, run_id, index, share). Each run a thin line, each side's mean a thick one;
-    one panel per comparison that has rows."""
+    one panel per comparison that has rows. ``labels``: (set, side) -> legend label, over :data:`STYLE`'s (e.g.
+    the init contrast's gammas as its runs have them)."""
+    labels = labels or {}
     panels = sorted({STYLE[(s, d)][0] for s, d in zip(spectra.set, spectra.side) if (s, d) in STYLE})
     fig = Figure(figsize=(4.2 * len(panels), 3.4))
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
@@ -26,6 +28,7 @@ def plot_spectra(spectra: pd.DataFrame, top_k: int = 10) -> Figure:
         if (st, side) not in STYLE:
             continue
         panel, label, colour = STYLE[(st, side)]
+        label = labels.get((st, side), label)
         ax = where[panel]
         for _, run in g.groupby("run_id"):
             ax.plot(run["index"], run.share, color=colour, alpha=0.25, lw=0.8)
