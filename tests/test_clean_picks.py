@@ -191,7 +191,8 @@ def test_the_retraining_commands_train_as_the_command_line_did(tmp_path, monkeyp
     from anchorlab.config.process_settings import PROCESS_SETTINGS_ENV, process_settings
     from anchorlab.papers import journal_picks
 
-    monkeypatch.delenv(PROCESS_SETTINGS_ENV, raising=False)
+    monkeypatch.setenv(PROCESS_SETTINGS_ENV, "unset")   # recorded, so the variable main sets is undone after
+    monkeypatch.delenv(PROCESS_SETTINGS_ENV)
     assert journal_picks.main(["--out", str(tmp_path), "--pick-only"]) == 0
     assert process_settings() and (tmp_path / "picks.csv").exists()
     monkeypatch.setenv(PROCESS_SETTINGS_ENV, "off")           # an explicit choice is kept
