@@ -71,10 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     cap_workers(args)
-    from anchorlab.config.process_settings import PROCESS_SETTINGS_ENV
+    from anchorlab.config.process_settings import PROCESS_SETTINGS_ENV, ask_for_process_settings
 
     before = os.environ.get(PROCESS_SETTINGS_ENV)
-    os.environ.setdefault(PROCESS_SETTINGS_ENV, "on")   # the command line's training (and its workers) asks for them
+    ask_for_process_settings()   # the command line's training (and its workers) asks for them
     try:
         check_out(args)
         return args.fn(args)

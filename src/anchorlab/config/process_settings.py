@@ -10,6 +10,12 @@ PROCESS_SETTINGS = ("malloc_retain", "flat_params")   # the train fields that ch
 PROCESS_SETTINGS_ENV = "ANCHORLAB_PROCESS_SETTINGS"
 
 
+def ask_for_process_settings() -> None:
+    """Turn the settings on for this process and the ones it starts, as the command line does, unless
+    ``$ANCHORLAB_PROCESS_SETTINGS`` already says otherwise (for entry points that train outside ``anchorlab``)."""
+    os.environ.setdefault(PROCESS_SETTINGS_ENV, "on")
+
+
 def process_settings() -> bool:
     """What an unset (None) ``train.malloc_retain`` / ``train.flat_params`` means: on where
     ``$ANCHORLAB_PROCESS_SETTINGS`` is ``on`` (the command line sets it for its commands and the processes they

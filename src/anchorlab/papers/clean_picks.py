@@ -20,7 +20,6 @@ its ``matched`` cleanest memorizing runs are picked beside them, so that one com
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -144,13 +143,24 @@ def pick(cands: "pd.DataFrame", rule: CleanRule = RULE) -> "pd.DataFrame":
     return pd.DataFrame(out, columns=COLUMNS)
 
 
+def train_or_read(cfg: "ExperimentConfig", run_dir: Path, what: str) -> "pd.DataFrame":
+    """The one-row run table of ``cfg`` trained into ``run_dir``, training it first unless it finished there
+    before (resumable: a directory without a finished run is trained again); ``what`` names it in the log."""
+    from anchorlab.sweep.runtable import run_table
+    from anchorlab.train import run
+
+    done = run_table([run_dir]) if run_dir.is_dir() else None   # no finished run reads as no row
+    if done is None or done.empty or done.status.iloc[0] != "finished":
+        log.info("retraining %s", what)
+        run(cfg, run_dir)
+        done = run_table([run_dir])
+    return done
+
+
 def retrain(picks: "pd.DataFrame", out: str | Path, rule: CleanRule = RULE) -> "pd.DataFrame":
     """Train every picked run from its preset's config into ``out/runs/<run_id>`` (a finished one is kept:
     resumable) and return the picks with the retrained final metrics (``retrained.*``) and ``same_solution``
     (the retrained run passes its side's bars of ``rule`` again)."""
-    from anchorlab.sweep.runtable import run_table
-    from anchorlab.train import run
-
     known = designs()
     rows = []
     for r in picks[picks.picked.astype(bool)].to_dict("records"):
@@ -158,11 +168,7 @@ def retrain(picks: "pd.DataFrame", out: str | Path, rule: CleanRule = RULE) -> "
         if cfg.run_id() != r["run_id"]:
             raise ConfigError(f"run {r['run_id']}: its preset no longer expands to the committed config")
         d = Path(out) / "runs" / r["run_id"]
-        done = run_table([d]) if d.is_dir() else None   # a directory without a finished run reads as no row
-        if done is None or done.empty or done.status.iloc[0] != "finished":
-            log.info("retraining %s (%s, %s)", r["run_id"], r["side"], r["preset"])
-            run(cfg, d)
-            done = run_table([d])
+        done = train_or_read(cfg, d, f"{r['run_id']} ({r['side']}, {r['preset']})")
         got = {f"retrained.{k}": (done[k].iloc[0] if k in done else None) for k in ("final.id_acc", *SIDES.values())}
         same = (got["retrained.final.id_acc"] >= rule.id_min
                 and got[f"retrained.{SIDES[r['side']]}"] >= rule.bar)
@@ -187,10 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pick-only", action="store_true", help="write picks.csv and stop")
     a = ap.parse_args(argv)
     # retrain as the command line trained the committed runs: glibc's malloc thresholds and flat parameters on
-    # (config.process_settings; a library call leaves them off, which pages in every step's activations anew)
-    from anchorlab.config.process_settings import PROCESS_SETTINGS_ENV
+    # (a library call leaves them off, which pages in every step's activations anew)
+    from anchorlab.config.process_settings import ask_for_process_settings
 
-    os.environ.setdefault(PROCESS_SETTINGS_ENV, "on")
+    ask_for_process_settings()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     log.setLevel(logging.INFO)
     tables = [p for p in sorted(a.figures.glob("*.csv")) if "run_id" in _header(p)]

@@ -21,7 +21,6 @@ only when it passes its side's bars again. The output is ``picks.csv``, ``retrai
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -99,9 +98,8 @@ def retrain(picks: "pd.DataFrame", out: str | Path, rule: JournalRule = RULE) ->
     the picks with ``retrained.*`` final metrics and ``same_solution``."""
     import pandas as pd
 
+    from anchorlab.papers.clean_picks import train_or_read
     from anchorlab.sweep.grid import expand
-    from anchorlab.sweep.runtable import run_table
-    from anchorlab.train import run
 
     configs = {r.run_id: r.config for r in expand(PRESET)}
     rows = []
@@ -109,11 +107,8 @@ def retrain(picks: "pd.DataFrame", out: str | Path, rule: JournalRule = RULE) ->
         if r["run_id"] not in configs:
             raise ConfigError(f"run {r['run_id']}: {PRESET} no longer expands to the committed config")
         d = Path(out) / "runs" / r["run_id"]
-        done = run_table([d]) if d.is_dir() else None
-        if done is None or done.empty or done.status.iloc[0] != "finished":
-            log.info("retraining %s (%s, journal gamma %g, seed %d)", r["run_id"], r["arm"], r["gamma"], r["seed"])
-            run(configs[r["run_id"]], d)
-            done = run_table([d])
+        done = train_or_read(configs[r["run_id"]], d, f"{r['run_id']} ({r['arm']}, journal gamma {r['gamma']:g}, "
+                             f"seed {r['seed']})")
         got = {f"retrained.{k}": float(done[k].iloc[0]) for k in ("final.id_acc", "final.ood_acc")}
         rows.append({**r, **got, "run_dir": str(d),
                      "same_solution": rule.passes(r["arm"], got["retrained.final.id_acc"],
@@ -134,10 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pick-only", action="store_true", help="write picks.csv and stop")
     a = ap.parse_args(argv)
     # retrain as the command line trained the committed runs: glibc's malloc thresholds and flat parameters on
-    # (config.process_settings; a library call leaves them off, which pages in every step's activations anew)
-    from anchorlab.config.process_settings import PROCESS_SETTINGS_ENV
+    # (a library call leaves them off, which pages in every step's activations anew)
+    from anchorlab.config.process_settings import ask_for_process_settings
 
-    os.environ.setdefault(PROCESS_SETTINGS_ENV, "on")
+    ask_for_process_settings()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     log.setLevel(logging.INFO)
     a.out.mkdir(parents=True, exist_ok=True)

@@ -204,6 +204,12 @@ def masked_contrasts(run: Any, n_draws: int = 4, seed: int = 0) -> dict[str, flo
         run, MaskAnchor2Options(n_draws=n_draws, seed=seed, center=c))) for c in (False, True)}
 
 
+def gamma_span(gammas: Any) -> str:
+    """``0.6-0.8`` for the gammas of a side's runs, ``0.4`` where they are one (the init contrast's labels)."""
+    g = sorted(set(float(x) for x in gammas))
+    return f"{g[0]:g}" + (f"-{g[-1]:g}" if len(g) > 1 else "")
+
+
 def embedding_measures(E: "torch.Tensor") -> dict[str, float]:
     """C7's measures of one embedding matrix (vocab, d_model) over the key tokens 40..79."""
     from anchorlab.analysis.embedding import (DEFAULT_TOKENS, covariance_participation_ratio, ordinal_rank_correlation,
@@ -301,11 +307,10 @@ def main(argv: list[str] | None = None) -> int:
     spec.to_csv(a.out / f"{a.stem}_spectra.csv", index=False)
     from anchorlab.papers.plots.spectrum import plot_spectra
 
-    labels = {}
-    if a.init_table is not None:   # the init contrast's legend names the gammas its runs have (journal gammas)
-        for side, g in emb.groupby("side"):
-            lo, hi = g.gamma.min(), g.gamma.max()
-            labels[("init", side)] = f"{side.split('_')[0]} init (journal gamma {lo:g}" + (f"-{hi:g})" if hi > lo else ")")
+    labels = {}   # the init contrast's legend names the gammas its runs have (journal gammas)
+    if a.init_table is not None:
+        labels = {("init", side): f"{side.split('_')[0]} init (journal gamma {gamma_span(g.gamma)})"
+                  for side, g in emb.groupby("side")}
     plot_spectra(spec, labels=labels).savefig(a.out / f"{a.stem}_spectra.png", dpi=110)
     if a.figures:
         from anchorlab.papers.analysis import clean_figures as cf

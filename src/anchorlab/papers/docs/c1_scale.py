@@ -9,14 +9,18 @@ import pandas as pd
 from anchorlab.papers.docs.common import md_table, num, ratio, sci, table
 
 
+def _ladder() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the rates per rung over all op sets, indexed by rung; the rule's verdicts), from scale_ladder_cpu.csv."""
+    from anchorlab.papers.reproduce import figures_scale as fs
+
+    rungs = fs.rung_table(table("scale_ladder_cpu.csv"))
+    return rungs[rungs.op_set == "all"].set_index("rung", drop=False), fs.verdict_table(rungs)
+
+
 def c1_ladder() -> str:
     """The scale ladder (scale_ladder_cpu.csv, one row per run): per rung over the three op sets, each rate with
     its Wilson interval and the papers' cell beside it; then the rule's verdict for width and for data."""
-    from anchorlab.papers.reproduce import figures_scale as fs
-
-    runs = table("scale_ladder_cpu.csv")
-    rungs = fs.rung_table(runs)
-    pooled = rungs[rungs.op_set == "all"]
+    pooled, v = _ladder()
     rows = []
     for r in pooled.itertuples():
         rows.append([r.rung, f"{int(r.n_small)} / {int(r.n_large)}",
@@ -28,7 +32,6 @@ def c1_ladder() -> str:
     head = ["rung (width, data)", "runs: small / large init", "small init composes (Wilson 95%)",
             "large init memorizes (Wilson 95%)", "unfit: small / large", "papers' cell: inferential / symmetric",
             "rung complete"]
-    v = fs.verdict_table(rungs)
     lines = [md_table(head, rows), ""]
     for r in v.itertuples():
         lines.append(f"- {r.comparison} ({r.from_rung} -> {r.to_rung}): **{r.verdict}**")
@@ -38,17 +41,15 @@ def c1_ladder() -> str:
 def c1_ladder_line() -> str:
     """The results page's line of :func:`c1_ladder`: the rule's verdict for data and for width, with the pooled
     rates where a verdict is in."""
-    from anchorlab.papers.reproduce import figures_scale as fs
-
-    rungs = fs.rung_table(table("scale_ladder_cpu.csv"))
-    pooled = rungs[rungs.op_set == "all"].set_index("rung")
+    pooled, v = _ladder()
     parts = []
-    for r in fs.verdict_table(rungs).sort_values("comparison").itertuples():
-        a = pooled.loc[r.from_rung] if r.from_rung in pooled.index else None
-        b = pooled.loc[r.to_rung] if r.to_rung in pooled.index else None
-        rates = "" if r.verdict.startswith("pending") else (
-            f" (small init composes {ratio(a.small_composes, a.n_small)} -> {ratio(b.small_composes, b.n_small)}, "
-            f"large memorizes {ratio(a.large_memorizes, a.n_large)} -> {ratio(b.large_memorizes, b.n_large)})")
+    for r in v.sort_values("comparison").itertuples():
+        rates = ""
+        if not r.verdict.startswith("pending"):   # a verdict is in only where both rungs are
+            a, b = pooled.loc[r.from_rung], pooled.loc[r.to_rung]
+            rates = (f" (small init composes {ratio(a.small_composes, a.n_small)} -> {ratio(b.small_composes, b.n_small)}"
+                     f", large memorizes {ratio(a.large_memorizes, a.n_large)} -> "
+                     f"{ratio(b.large_memorizes, b.n_large)})")
         parts.append(f"{r.comparison}, {r.from_rung} -> {r.to_rung}: **{r.verdict}**{rates}")
     return ("Toward the paper's scale, the rule's verdicts "
             "([claims/c1.md](claims/c1.md#does-the-contrast-sharpen-toward-the-papers-scale)): " + "; ".join(parts) + ".")

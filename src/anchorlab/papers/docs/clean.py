@@ -7,10 +7,13 @@ The judgement and the statuses are computed in anchorlab.papers.analysis.clean_m
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from anchorlab.papers.docs.common import md_table, num, paper_gamma, scale_table, table
 from anchorlab.papers.reproduce.registry import register_study
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STEM = "clean_mechanism_cpu"
 DEMO_STEM = "clean_mechanism_cpu_demo"   # the init contrast first read on the demo's seeds (kept beside the picks)
@@ -24,8 +27,9 @@ def _journal_gamma(side: str, stem: str = STEM) -> str:
         from anchorlab.papers.demo_journal import GAMMAS
 
         return f"journal gamma {GAMMAS[side]:g}"
-    g = sorted(init[init.side == side].gamma.unique())
-    return f"journal gamma {g[0]:g}" + (f"-{g[-1]:g}" if len(g) > 1 else "")
+    from anchorlab.papers.analysis.clean_mechanism import gamma_span
+
+    return f"journal gamma {gamma_span(init[init.side == side].gamma)}"
 
 
 def _gamma(gamma: float, ref_width: float) -> str:
@@ -97,12 +101,17 @@ def claim_status(claim: str, comparisons: tuple[str, ...] = ("cleanest", "matche
     return status
 
 
+def _judged(claim: str, comparison: str) -> pd.DataFrame:
+    """``claim``'s judged measures (those with a direction or level) in ``comparison``."""
+    j = table(f"{STEM}_judged.csv")
+    return j[(j.claim == claim) & j.kind.notna() & (j.comparison == comparison)]
+
+
 def claim_ours(claim: str, comparison: str = "cleanest") -> Callable[[], str]:
     """The claim's first judged measure in ``comparison``, how many judged measures read as the paper, and (where
     fewer) how many of those clear the status's bar: the sides apart, or the level met."""
     def ours() -> str:
-        j = table(f"{STEM}_judged.csv")
-        j = j[(j.claim == claim) & j.kind.notna() & (j.comparison == comparison)]
+        j = _judged(claim, comparison)
         top = j.iloc[0]
         good = j.reading.str.startswith("as the paper").sum()
         met = j.reading.isin(["as the paper, apart", "as the paper"]).sum()   # the status's bar: apart, or level met
@@ -116,8 +125,7 @@ def claim_runs(claim: str, comparison: str = "cleanest") -> Callable[[], str]:
     """The runs ``claim``'s status reads in ``comparison``, a side each (the status table's seeds column, which
     would otherwise give the sweep's seeds where the status reads picks)."""
     def runs() -> str:
-        j = table(f"{STEM}_judged.csv")
-        j = j[(j.claim == claim) & j.kind.notna() & (j.comparison == comparison)]
+        j = _judged(claim, comparison)
         what = "runs" if comparison == "init" else "picks"
         return f"{int(j.a_n.max())}+{int(j.b_n.max())} {what}"
     return runs
