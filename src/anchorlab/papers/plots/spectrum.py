@@ -14,10 +14,11 @@ STYLE = {("init", "small_init"): (0, "small init (journal gamma 0.8)", "tab:blue
 TITLES = ("the journal's task: small vs large init", "the mirror task: composing vs memorizing runs")
 
 
-def plot_spectra(spectra: pd.DataFrame, top_k: int = 10, labels: dict[tuple[str, str], str] | None = None) -> Figure:
+def plot_spectra(spectra: pd.DataFrame, top_k: int = 10, labels: dict[tuple[str, str], str] | None = None,
+                 titles: tuple[str, ...] = TITLES) -> Figure:
     """``spectra``: rows (side, set, run_id, index, share). Each run a thin line, each side's mean a thick one;
     one panel per comparison that has rows. ``labels``: (set, side) -> legend label, over :data:`STYLE`'s (e.g.
-    the init contrast's gammas as its runs have them)."""
+    the init contrast's gammas as its runs have them); ``titles``: the panels' titles, over :data:`TITLES`."""
     labels = labels or {}
     panels = sorted({STYLE[(s, d)][0] for s, d in zip(spectra.set, spectra.side) if (s, d) in STYLE})
     fig = Figure(figsize=(4.2 * len(panels), 3.4))
@@ -36,7 +37,7 @@ def plot_spectra(spectra: pd.DataFrame, top_k: int = 10, labels: dict[tuple[str,
         ax.plot(m.index, m.to_numpy(), color=colour, lw=2, marker="o", ms=3,
                 label=f"{label}, {g.run_id.nunique()} runs")
     for p, ax in where.items():
-        ax.set_title(TITLES[p], fontsize=8)
+        ax.set_title(titles[p], fontsize=8)
         ax.set_xlabel("eigenvalue index (largest first)")
         ax.set_ylabel("share of the covariance's trace")
         ax.set_yscale("log")
