@@ -213,16 +213,20 @@ _claim(Claim("C5", "parallel vectors (NeurIPS Fig. 4)", "equal-target X_ao(2) ne
              "when memorizing", dc.claim_ours("C5"), dc.claim_status("C5"), ("predictors_cpu", "mechanism_paper"),
              blocks={"c5-clean": lambda: dc.claim_table("C5"), "c5-clean-main": lambda: dc.claim_table("C5", main=True),
                      "c5-init": lambda: dc.init_table("C5"),
-                     "c5-init-demo": lambda: dc.init_table("C5", dc.DEMO_STEM), "c5-parallel": cl.c5_parallel, **_seeds("C5")}, runs=dc.claim_runs("C5")))
+                     "c5-init-demo": lambda: dc.init_table("C5", dc.DEMO_STEM),
+                     "c5-init-mirror": lambda: dc.init_table("C5", dc.MIRROR_STEM), "c5-parallel": cl.c5_parallel,
+                     **_seeds("C5")}, runs=dc.claim_runs("C5")))
 _claim(Claim("C6", "condensation (NeurIPS Fig. 5; journal Fig. 5)", "small init condenses the input weights",
              cl.seeded_ours("C6"), cl.seeded_status("C6"), ("mechanism_cpu", "mechanism_paper"),
              blocks={"c6-condensation": cl.c6_condensation, **_seeds("C6")}, runs=cl.seeded_runs("C6")))
 _claim(Claim("C7", "ordered embeddings (NeurIPS Fig. 5, 7)", "small init: keys on a few large eigenvalues, +3 / +4 in "
-             "two directions", dc.claim_ours("C7", "init"), dc.claim_status("C7", ("init",)),
+             "two directions", dc.claim_ours("C7", "init"),
+             dc.claim_status("C7", ("init", "init, mirror task"), (dc.STEM, dc.MIRROR_STEM)),
              ("demo_rate_cpu", "mechanism_paper"),
              blocks={"c7-clean": lambda: dc.claim_table("C7"), "c7-init": lambda: dc.init_table("C7"),
                      "c7-init-demo": lambda: dc.init_table("C7", dc.DEMO_STEM),
-                     "c7-spectrum": dc.spectrum, "c7-embedding": cl.c7_embedding, **_seeds("C7")},
+                     "c7-init-mirror": lambda: dc.init_table("C7", dc.MIRROR_STEM), "c7-spectrum": dc.spectrum,
+                     "c7-embedding": cl.c7_embedding, **_seeds("C7")},
              runs=dc.claim_runs("C7", "init")))
 _claim(Claim("C8", "inferential complexity vs training speed (NeurIPS Fig. 6)",
              "large init fits at one speed whatever the complexity; small init slows with it", _c8_ours, cl.c8_status,

@@ -17,11 +17,13 @@ if TYPE_CHECKING:
 
 STEM = "clean_mechanism_cpu"
 DEMO_STEM = "clean_mechanism_cpu_demo"   # the init contrast first read on the demo's seeds (kept beside the picks)
+MIRROR_STEM = "fig7_mirror_cpu"   # the init contrast on the mirror task at the paper's data size (the ladder's runs)
 
 
-def _journal_gamma(side: str, stem: str = STEM) -> str:
-    """``journal gamma 0.6-0.8`` for ``small_init``: the gammas of that side's runs in the init contrast's table
-    (a table without a gamma column: the demo's, whose init per side is :data:`~anchorlab.papers.demo_journal.GAMMAS`)."""
+def _init_gamma(side: str, stem: str = STEM) -> str:
+    """``journal gamma 0.6-0.8`` for ``small_init``: the gammas of that side's runs in the init contrast's table,
+    named by their convention (``paper`` at ref_width 400, ``journal`` at 640). A table without a gamma column is
+    the demo's, whose init per side is :data:`~anchorlab.papers.demo_journal.GAMMAS` (journal gammas)."""
     init = table(f"{stem}_init.csv")
     if "gamma" not in init:
         from anchorlab.papers.demo_journal import GAMMAS
@@ -29,7 +31,9 @@ def _journal_gamma(side: str, stem: str = STEM) -> str:
         return f"journal gamma {GAMMAS[side]:g}"
     from anchorlab.papers.analysis.clean_mechanism import gamma_span
 
-    return f"journal gamma {gamma_span(init[init.side == side].gamma)}"
+    side_runs = init[init.side == side]
+    name = {400: "paper", 640: "journal"}.get(int(side_runs.ref_width.iloc[0]), "plain")
+    return f"{name} gamma {gamma_span(side_runs.gamma)}"
 
 
 def _gamma(gamma: float, ref_width: float) -> str:
@@ -78,26 +82,31 @@ def claim_table(claim: str, main: bool = False) -> str:
 
 
 def init_table(claim: str, stem: str = STEM) -> str:
-    """The measures of ``claim`` read as the init contrast on the journal's task (every run of each init), from
-    ``stem``'s tables (``STEM``: the journal grid's picks; ``DEMO_STEM``: the demo's seeds, the earlier reading)."""
+    """The measures of ``claim`` read as an init contrast (every run of each init), from ``stem``'s tables
+    (``STEM``: the journal grid's picks; ``DEMO_STEM``: the demo's seeds, the earlier reading; ``MIRROR_STEM``: the
+    mirror task at the paper's data size, :mod:`anchorlab.papers.analysis.mirror_init`)."""
     j = table(f"{stem}_judged.csv")
-    j = j[(j.claim == claim) & (j.comparison == "init")]
+    j = j[(j.claim == claim) & j.comparison.str.startswith("init")]
     init = table(f"{stem}_init.csv")
     paper = {">": "small above large", "<": "small below large", "two directions": "small: two directions"}
     rows = [[f"{r['label']} (`{r['measure']}`)", _side(r, "a"), _side(r, "b"),
              paper.get(r["kind"], "") if isinstance(r["kind"], str) else "", r["reading"]]
             for r in j.to_dict("records")]
     n = init.groupby("side").size()
-    return md_table(["measure", f"small init, {_journal_gamma('small_init', stem)} ({n['small_init']} runs)",
-                     f"large init, {_journal_gamma('large_init', stem)} ({n['large_init']} runs)", "the paper",
+    return md_table(["measure", f"small init, {_init_gamma('small_init', stem)} ({n['small_init']} runs)",
+                     f"large init, {_init_gamma('large_init', stem)} ({n['large_init']} runs)", "the paper",
                      "ours"], rows)
 
 
-def claim_status(claim: str, comparisons: tuple[str, ...] = ("cleanest", "matched")) -> Callable[[], str]:
+def claim_status(claim: str, comparisons: tuple[str, ...] = ("cleanest", "matched"),
+                 stems: tuple[str, ...] = (STEM,)) -> Callable[[], str]:
+    """The claim's status by the legend's rule over ``comparisons``, from the judged tables of ``stems``."""
     def status() -> str:
+        import pandas as pd
+
         from anchorlab.papers.analysis.clean_mechanism import claim_status as rule
 
-        return rule(table(f"{STEM}_judged.csv"), claim, comparisons)
+        return rule(pd.concat([table(f"{s}_judged.csv") for s in stems], ignore_index=True), claim, comparisons)
     return status
 
 
@@ -133,16 +142,18 @@ def claim_runs(claim: str, comparison: str = "cleanest") -> Callable[[], str]:
 
 def spectrum(top_k: int = 5) -> str:
     """NeurIPS Fig. 7's quantity: the key embeddings' covariance eigenvalues as shares of the trace, the mean
-    over each side's runs (range), largest first."""
-    s = table(f"{STEM}_spectra.csv")
-    s = s[s["index"] <= top_k]
+    over each side's runs (range), largest first: the clean picks, the init contrast on the journal's task and on
+    the mirror task at the paper's data size."""
     rows = []
-    for (side, st), g in s.groupby(["side", "set"], sort=False):
-        cells = [f"{num(v.share.mean())} ({num(v.share.min())} to {num(v.share.max())})"
-                 for _, v in g.groupby("index")]
-        label = (f"{side.split('_')[0]} init, {_journal_gamma(side)} (journal task)" if st == "init"
-                 else f"{side} ({st}, clean picks)")
-        rows.append([f"{label}, {g.run_id.nunique()} runs", *cells])
+    for stem, task in ((STEM, "journal task"), (MIRROR_STEM, "mirror task, 900k sequences")):
+        s = table(f"{stem}_spectra.csv")
+        s = s[s["index"] <= top_k]
+        for (side, st), g in s.groupby(["side", "set"], sort=False):
+            cells = [f"{num(v.share.mean())} ({num(v.share.min())} to {num(v.share.max())})"
+                     for _, v in g.groupby("index")]
+            label = (f"{side.split('_')[0]} init, {_init_gamma(side, stem)} ({task})" if st == "init"
+                     else f"{side} ({st}, clean picks)")
+            rows.append([f"{label}, {g.run_id.nunique()} runs", *cells])
     return md_table(["runs", *[f"eigenvalue {i}" for i in range(1, top_k + 1)]], rows)
 
 
