@@ -227,7 +227,7 @@ _claim(Claim("C7", "ordered embeddings (NeurIPS Fig. 5, 7)", "small init: keys o
                      "c7-init-demo": lambda: dc.init_table("C7", dc.DEMO_STEM),
                      "c7-init-mirror": lambda: dc.init_table("C7", dc.MIRROR_STEM), "c7-spectrum": dc.spectrum,
                      "c7-embedding": cl.c7_embedding, **_seeds("C7")},
-             runs=dc.claim_runs("C7", "init")))
+             runs=dc.claim_runs("C7", ("init", "init, mirror task"), (dc.STEM, dc.MIRROR_STEM))))
 _claim(Claim("C8", "inferential complexity vs training speed (NeurIPS Fig. 6)",
              "large init fits at one speed whatever the complexity; small init slows with it", _c8_ours, cl.c8_status,
              ("prediction_matched_long_cpu", "prediction_paper"),   # the runs c8_status reads (studies.c8_runs)

@@ -110,9 +110,9 @@ def claim_status(claim: str, comparisons: tuple[str, ...] = ("cleanest", "matche
     return status
 
 
-def _judged(claim: str, comparison: str) -> pd.DataFrame:
-    """``claim``'s judged measures (those with a direction or level) in ``comparison``."""
-    j = table(f"{STEM}_judged.csv")
+def _judged(claim: str, comparison: str, stem: str = STEM) -> pd.DataFrame:
+    """``claim``'s judged measures (those with a direction or level) in ``comparison``, from ``stem``'s table."""
+    j = table(f"{stem}_judged.csv")
     return j[(j.claim == claim) & j.kind.notna() & (j.comparison == comparison)]
 
 
@@ -130,13 +130,16 @@ def claim_ours(claim: str, comparison: str = "cleanest") -> Callable[[], str]:
     return ours
 
 
-def claim_runs(claim: str, comparison: str = "cleanest") -> Callable[[], str]:
-    """The runs ``claim``'s status reads in ``comparison``, a side each (the status table's seeds column, which
-    would otherwise give the sweep's seeds where the status reads picks)."""
+def claim_runs(claim: str, comparisons: tuple[str, ...] = ("cleanest",),
+               stems: tuple[str, ...] = (STEM,)) -> Callable[[], str]:
+    """The runs ``claim``'s status reads, a side each per comparison (the status table's seeds column, which would
+    otherwise give the sweep's seeds where the status reads picks): comparison i read from ``stems[i]``."""
     def runs() -> str:
-        j = _judged(claim, comparison)
-        what = "runs" if comparison == "init" else "picks"
-        return f"{int(j.a_n.max())}+{int(j.b_n.max())} {what}"
+        sides = []
+        for comparison, stem in zip(comparisons, stems):
+            j = _judged(claim, comparison, stem)
+            sides.append(f"{int(j.a_n.max())}+{int(j.b_n.max())}")
+        return ", ".join(sides) + (" runs" if comparisons[0].startswith("init") else " picks")
     return runs
 
 
