@@ -92,6 +92,11 @@ def test_status_table_counts_the_picked_runs_its_mechanism_statuses_read(monkeyp
     judged = pd.DataFrame([{"claim": "C4", "comparison": "cleanest", "kind": ">", "a_n": 2, "b_n": 5}])
     monkeypatch.setattr(clean, "table", lambda name: judged)
     assert clean.claim_runs("C4")() == "2+5 picks"
+    tables = {"a_judged.csv": pd.DataFrame([{"claim": "C7", "comparison": "init", "kind": ">", "a_n": 3, "b_n": 2}]),
+              "b_judged.csv": pd.DataFrame([{"claim": "C7", "comparison": "init, mirror task", "kind": ">",
+                                             "a_n": 3, "b_n": 3}])}
+    monkeypatch.setattr(clean, "table", tables.__getitem__)     # each comparison from its own table
+    assert clean.claim_runs("C7", ("init", "init, mirror task"), ("a", "b"))() == "3+2, 3+3 runs"
 
 
 @pytest.mark.parametrize("small, large, others, status", [
