@@ -117,3 +117,20 @@ def test_c1_status_asks_for_direction_and_size(monkeypatch, small, large, others
         return SimpleNamespace(solution=sol, inferential_best=v, symmetric_best=v)
     monkeypatch.setattr(claims, "_cell", cell)
     assert claims._c1_status() == status
+
+
+@pytest.mark.parametrize("cv, swap, at, status", [
+    (0.92, 1.0, 0.1, "holds in its one setting"),
+    (0.85, 1.0, 0.1, "does not hold"),            # cross-validated AUC below the bar
+    (0.92, 0.6, 0.1, "does not hold"),            # one design swap below it
+    (0.95, 0.95, 0.5, "does not hold"),           # only later than a tenth of training
+])
+def test_ev_status_follows_its_rule(monkeypatch, cv, swap, at, status):
+    from anchorlab.papers.docs import claims
+
+    rows = [{"at_fraction": at, "model": "margin/pair", "validation": "cv", "auc": cv},
+            {"at_fraction": at, "model": "margin/pair", "validation": "data_varied->init_varied", "auc": swap},
+            {"at_fraction": at, "model": "margin/pair", "validation": "init_varied->data_varied", "auc": 1.0},
+            {"at_fraction": 0.0, "model": "all", "validation": "cv", "auc": 1.0}]      # another model: not read
+    monkeypatch.setattr(claims, "table", lambda name: pd.DataFrame(rows))
+    assert claims.ev_status() == status
