@@ -38,6 +38,20 @@ def c1_ladder() -> str:
     return "\n".join(lines) + "\n"
 
 
+def c1_ladder_opsets() -> str:
+    """The scale ladder per rung and op set (scale_ladder_cpu.csv): each init's per-run rate with its unfit runs,
+    and the papers' cell (each mapping's best over training, mean over seeds) beside them."""
+    from anchorlab.papers.reproduce import figures_scale as fs
+
+    rungs = fs.rung_table(table("scale_ladder_cpu.csv"))
+    rows = [[r.rung, r.op_set, f"{ratio(r.small_composes, r.n_small)} ({int(r.small_unfit)} unfit)",
+             f"{ratio(r.large_memorizes, r.n_large)} ({int(r.large_unfit)} unfit)",
+             f"{num(r.papers_cell_small_inferential)} / {num(r.papers_cell_large_symmetric)}"]
+            for r in rungs[rungs.op_set != "all"].itertuples()]
+    return md_table(["rung", "op set", "small init composes", "large init memorizes",
+                     "papers' cell: inferential / symmetric"], rows)
+
+
 def c1_ladder_line() -> str:
     """The results page's line of :func:`c1_ladder`: the rule's verdict for data and for width, with the pooled
     rates where a verdict is in."""

@@ -206,6 +206,7 @@ _claim(Claim("C1", "the headline", "small init composes, large init memorizes th
              blocks={"c1-clock": f2.c1_clock, "c1-bracket": f2.c1_bracket, "c1-opsets": f2.c1_opsets,
                      "c1-crossing": f2.c1_crossing, "c1-many": f2.c1_many, "c1-ladder": c1s.c1_ladder,
                      "c1-ladder-line": c1s.c1_ladder_line,
+                     "c1-ladder-opsets": c1s.c1_ladder_opsets,
                      "c1-answers": f2.c1_answers, "c1-path-draw": c1s.c1_path_draw,
                      "c1-path-draw-line": c1s.c1_path_draw_line}))
 _claim(Claim("C2", "gamma x depth (NeurIPS Fig. 2)", "the contrast at every depth >= 2", _c2_ours, _c2_status,
