@@ -29,6 +29,13 @@ def _known(v: Any) -> bool:
         return False
 
 
+def convention(ref_width: Any) -> str:
+    """The name of the convention a run's gamma is read in: ``paper`` (stds read at 400), ``journal`` (640), else
+    ``plain`` (the model's own fan-in, or another reference width)."""
+    ref = int(float(ref_width)) if _known(ref_width) else None
+    return {PAPER_WIDTH: "paper", JOURNAL_WIDTH: "journal"}.get(ref, "plain")
+
+
 def read_at(gamma: float, ref_width: Any, d_model: Any, width: int = PAPER_WIDTH) -> float:
     """The gamma a run stands for in the convention of ``width``: ``gamma`` when the run's stds are read at
     ``width`` (``init.ref_width == width``, or ``d_model == width`` without a reference); NaN otherwise."""

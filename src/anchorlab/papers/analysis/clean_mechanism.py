@@ -210,6 +210,20 @@ def gamma_span(gammas: Any) -> str:
     return f"{g[0]:g}" + (f"-{g[-1]:g}" if len(g) > 1 else "")
 
 
+def gamma_label(runs: "pd.DataFrame") -> str:
+    """``journal gamma 0.6-0.8``: the gammas of one side's runs (columns ``gamma``, ``ref_width``), named by the
+    convention they are read in (:func:`anchorlab.papers.gammas.convention`)."""
+    from anchorlab.papers.gammas import convention
+
+    return f"{convention(runs.ref_width.iloc[0])} gamma {gamma_span(runs.gamma)}"
+
+
+def init_labels(emb: "pd.DataFrame") -> dict[tuple[str, str], str]:
+    """The spectra legend's labels of an init contrast (:func:`init_contrast`'s per-run table): each side with
+    the gammas its runs have."""
+    return {("init", side): f"{side.split('_')[0]} init ({gamma_label(g)})" for side, g in emb.groupby("side")}
+
+
 def embedding_measures(E: "torch.Tensor") -> dict[str, float]:
     """C7's measures of one embedding matrix (vocab, d_model) over the key tokens 40..79."""
     from anchorlab.analysis.embedding import (DEFAULT_TOKENS, covariance_participation_ratio, ordinal_rank_correlation,
@@ -307,10 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     spec.to_csv(a.out / f"{a.stem}_spectra.csv", index=False)
     from anchorlab.papers.plots.spectrum import plot_spectra
 
-    labels = {}   # the init contrast's legend names the gammas its runs have (journal gammas)
-    if a.init_table is not None:
-        labels = {("init", side): f"{side.split('_')[0]} init (journal gamma {gamma_span(g.gamma)})"
-                  for side, g in emb.groupby("side")}
+    labels = init_labels(emb) if a.init_table is not None else {}
     plot_spectra(spec, labels=labels).savefig(a.out / f"{a.stem}_spectra.png", dpi=110)
     if a.figures:
         from anchorlab.papers.analysis import clean_figures as cf

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import pandas as pd
 
-    from anchorlab.papers.analysis.clean_mechanism import gamma_span, init_tables
+    from anchorlab.papers.analysis.clean_mechanism import init_labels, init_tables
     from anchorlab.papers.plots.spectrum import plot_spectra
 
     ap = argparse.ArgumentParser(prog="python -m anchorlab.papers.analysis.mirror_init",
@@ -67,10 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     emb.to_csv(a.out / f"{a.stem}_init.csv", index=False)
     judged.to_csv(a.out / f"{a.stem}_judged.csv", index=False)
     spec.to_csv(a.out / f"{a.stem}_spectra.csv", index=False)
-    labels = {("init", side): f"{side.split('_')[0]} init (paper gamma {gamma_span(g.gamma)})"
-              for side, g in emb.groupby("side")}
     title = "the mirror task at 900k sequences: small vs large init"
-    plot_spectra(spec, labels=labels, titles=(title,)).savefig(a.out / f"{a.stem}_spectra.png", dpi=110)
+    plot_spectra(spec, labels=init_labels(emb), titles=(title,)).savefig(a.out / f"{a.stem}_spectra.png", dpi=110)
     return 0
 
 

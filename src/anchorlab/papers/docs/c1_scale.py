@@ -9,11 +9,18 @@ import pandas as pd
 from anchorlab.papers.docs.common import md_table, num, ratio, sci, table
 
 
-def _ladder() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the rates per rung over all op sets, indexed by rung; the rule's verdicts), from scale_ladder_cpu.csv."""
+def _rungs() -> pd.DataFrame:
+    """The ladder's rates per rung and op set (and over all op sets), from scale_ladder_cpu.csv."""
     from anchorlab.papers.reproduce import figures_scale as fs
 
-    rungs = fs.rung_table(table("scale_ladder_cpu.csv"))
+    return fs.rung_table(table("scale_ladder_cpu.csv"))
+
+
+def _ladder() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the rates per rung over all op sets, indexed by rung; the rule's verdicts)."""
+    from anchorlab.papers.reproduce import figures_scale as fs
+
+    rungs = _rungs()
     return rungs[rungs.op_set == "all"].set_index("rung", drop=False), fs.verdict_table(rungs)
 
 
@@ -41,9 +48,7 @@ def c1_ladder() -> str:
 def c1_ladder_opsets() -> str:
     """The scale ladder per rung and op set (scale_ladder_cpu.csv): each init's per-run rate with its unfit runs,
     and the papers' cell (each mapping's best over training, mean over seeds) beside them."""
-    from anchorlab.papers.reproduce import figures_scale as fs
-
-    rungs = fs.rung_table(table("scale_ladder_cpu.csv"))
+    rungs = _rungs()
     rows = [[r.rung, r.op_set, f"{ratio(r.small_composes, r.n_small)} ({int(r.small_unfit)} unfit)",
              f"{ratio(r.large_memorizes, r.n_large)} ({int(r.large_unfit)} unfit)",
              f"{num(r.papers_cell_small_inferential)} / {num(r.papers_cell_large_symmetric)}"]

@@ -29,11 +29,9 @@ def _init_gamma(side: str, stem: str = STEM) -> str:
         from anchorlab.papers.demo_journal import GAMMAS
 
         return f"journal gamma {GAMMAS[side]:g}"
-    from anchorlab.papers.analysis.clean_mechanism import gamma_span
+    from anchorlab.papers.analysis.clean_mechanism import gamma_label
 
-    side_runs = init[init.side == side]
-    name = {400: "paper", 640: "journal"}.get(int(side_runs.ref_width.iloc[0]), "plain")
-    return f"{name} gamma {gamma_span(side_runs.gamma)}"
+    return gamma_label(init[init.side == side])
 
 
 def _gamma(gamma: float, ref_width: float) -> str:
