@@ -94,7 +94,10 @@ def crossing_rows(rows: pd.DataFrame, curves: pd.DataFrame, id_min: float = 0.9,
     timing = fit_timing(curves[curves.run_id.isin(set(t.run_id))], id_min, threshold) if len(curves) else None
     if timing is not None and len(timing):
         keep = [c for c in timing.columns if c != "run_id"]
-        t = t.drop(columns=[c for c in keep if c in t.columns]).merge(timing, on="run_id", how="left")
+        t = t.merge(timing, on="run_id", how="left", suffixes=("_row", ""))
+        for c in keep:                      # a run without curves keeps the timing its committed row carries
+            if f"{c}_row" in t.columns:
+                t[c] = t[c].fillna(t.pop(f"{c}_row"))
     ops = {label: OpSet.from_label(label) for label in t.op_set.unique()}
     props = pd.DataFrame([{"op_set": label, "held_out": "({},{})".format(*o.held_out), **op_set_properties(o)}
                           for label, o in ops.items()])
