@@ -114,3 +114,25 @@ def test_results_line_gives_each_verdict_and_its_rates_once_in(monkeypatch):
     assert ("data, w128 -> w128 x 900k: **flat** (small init composes 2 of 9 -> 1 of 6, large memorizes 6 of 9 -> "
             "4 of 6)") in line
     assert "width, w64 -> w256: **pending (w64: 18 runs, w256: 0 runs)**." in line
+
+
+def test_the_block_says_which_rate_moved_against_its_half_width(monkeypatch):
+    """C1's ladder block: a verdict that is in names each rate's change, the half-width it is read against and
+    whether it moved; a pending one says only that it is pending."""
+    from anchorlab.papers.docs import c1_scale
+
+    rungs = _rungs({"w64": (2, 9, 4, 9), "w256": (1, 6, 6, 6)})
+    for c in ("small_unfit", "large_unfit"):
+        rungs[c] = 0
+    rungs["papers_cell_small_inferential"] = rungs["papers_cell_large_symmetric"] = 0.5
+    monkeypatch.setattr(c1_scale, "table", lambda name: pd.DataFrame())
+    monkeypatch.setattr(fs, "rung_table", lambda runs: rungs)
+    block = c1_scale.c1_ladder()
+    def half(a, b):    # the larger Wilson half-width of the two rungs
+        return max((fs.wilson(*a)[1] - fs.wilson(*a)[0]) / 2, (fs.wilson(*b)[1] - fs.wilson(*b)[0]) / 2)
+
+    assert half((2, 9), (1, 6)) > 0.06 and half((4, 9), (6, 6)) < 0.56
+    assert ("- width (w64 -> w256): **mixed**: small init composes 0.22 -> 0.17, change -0.06 against half-width "
+            f"{half((2, 9), (1, 6)):.2f}: flat; large init memorizes 0.44 -> 1.00, change 0.56 against half-width "
+            f"{half((4, 9), (6, 6)):.2f}: up") in block
+    assert "- data (w128 -> w128 x 900k): **pending (w128: 0 runs, w128 x 900k: 0 runs)**\n" in block

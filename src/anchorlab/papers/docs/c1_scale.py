@@ -38,11 +38,25 @@ def c1_ladder() -> str:
                      "yes" if r.ready else "no"])
     head = ["rung (width, data)", "runs: small / large init", "small init composes (Wilson 95%)",
             "large init memorizes (Wilson 95%)", "unfit: small / large", "papers' cell: inferential / symmetric",
-            "rung complete"]
+            "rung ready (seeds 0-1 of every op set)"]
     lines = [md_table(head, rows), ""]
     for r in v.itertuples():
-        lines.append(f"- {r.comparison} ({r.from_rung} -> {r.to_rung}): **{r.verdict}**")
+        lines.append(f"- {r.comparison} ({r.from_rung} -> {r.to_rung}): **{r.verdict}**{_moves(r)}")
     return "\n".join(lines) + "\n"
+
+
+def _moves(r) -> str:
+    """A verdict's two rates as the rule reads them: from -> to, the change against the larger half-width, and
+    whether it moved ('' while the verdict is pending)."""
+    if r.verdict.startswith("pending"):
+        return ""
+    parts = []
+    for what, rate, move in (("small init composes", "compose_rate", r.moves.split("/")[0]),
+                             ("large init memorizes", "memorize_rate", r.moves.split("/")[1])):
+        get = r._asdict()
+        parts.append(f"{what} {num(get[f'{rate}_from'])} -> {num(get[f'{rate}_to'])}, change "
+                     f"{num(get[f'{rate}_change'])} against half-width {num(get[f'{rate}_half_width'])}: {move}")
+    return ": " + "; ".join(parts)
 
 
 def c1_ladder_opsets() -> str:
