@@ -20,6 +20,14 @@ def test_wilson_interval_known_values():
     assert all(math.isnan(v) for v in fs.wilson(0, 0))
 
 
+def test_wilson_interval_holds_its_rate_exactly():
+    """lo <= k/n <= hi for every k of every n (6 of 6 once gave hi = 1 - 1e-16, a negative error bar)."""
+    for n in range(1, 60):
+        for k in range(n + 1):
+            lo, hi = fs.wilson(k, n)
+            assert 0.0 <= lo <= k / n <= hi <= 1.0, (k, n, lo, hi)
+
+
 def test_the_design_is_the_issues_ladder_on_one_precision_path():
     runs = expand(load_sweep(fs.SWEEP))
     assert len(runs) == 72
@@ -111,7 +119,7 @@ def test_results_line_gives_each_verdict_and_its_rates_once_in(monkeypatch):
     monkeypatch.setattr(c1_scale, "table", lambda name: pd.DataFrame())
     monkeypatch.setattr(fs, "rung_table", lambda runs: rungs)
     line = c1_scale.c1_ladder_line()
-    assert ("data, w128 -> w128 x 900k: **flat** (small init composes 2 of 9 -> 1 of 6, large memorizes 6 of 9 -> "
+    assert ("data, w128 -> w128 x 900k: **flat** (small composes 2 of 9 -> 1 of 6, large memorizes 6 of 9 -> "
             "4 of 6)") in line
     assert "width, w64 -> w256: **pending (w64: 18 runs, w256: 0 runs)**." in line
 

@@ -80,11 +80,11 @@ def c1_ladder_line() -> str:
         rates = ""
         if not r.verdict.startswith("pending"):   # a verdict is in only where both rungs are
             a, b = pooled.loc[r.from_rung], pooled.loc[r.to_rung]
-            rates = (f" (small init composes {ratio(a.small_composes, a.n_small)} -> {ratio(b.small_composes, b.n_small)}"
+            rates = (f" (small composes {ratio(a.small_composes, a.n_small)} -> {ratio(b.small_composes, b.n_small)}"
                      f", large memorizes {ratio(a.large_memorizes, a.n_large)} -> "
                      f"{ratio(b.large_memorizes, b.n_large)})")
         parts.append(f"{r.comparison}, {r.from_rung} -> {r.to_rung}: **{r.verdict}**{rates}")
-    return ("Toward the paper's scale, the rule's verdicts "
+    return ("The scale ladder's verdicts "
             "([claims/c1.md](claims/c1.md#does-the-contrast-sharpen-toward-the-papers-scale)): " + "; ".join(parts) + ".")
 
 

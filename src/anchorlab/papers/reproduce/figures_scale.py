@@ -62,7 +62,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     d = 1 + z * z / n
     mid = (p + z * z / (2 * n)) / d
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return max(0.0, mid - half), min(1.0, mid + half)
+    return max(0.0, min(p, mid - half)), min(1.0, max(p, mid + half))   # lo <= p <= hi, rounding included
 
 
 def rung_of(width: int, n_train: int) -> str:
