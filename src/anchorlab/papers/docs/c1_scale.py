@@ -50,13 +50,12 @@ def _moves(r) -> str:
     whether it moved ('' while the verdict is pending)."""
     if r.verdict.startswith("pending"):
         return ""
-    parts = []
-    for what, rate, move in (("small init composes", "compose_rate", r.moves.split("/")[0]),
-                             ("large init memorizes", "memorize_rate", r.moves.split("/")[1])):
-        get = r._asdict()
-        parts.append(f"{what} {num(get[f'{rate}_from'])} -> {num(get[f'{rate}_to'])}, change "
-                     f"{num(get[f'{rate}_change'])} against half-width {num(get[f'{rate}_half_width'])}: {move}")
-    return ": " + "; ".join(parts)
+    get = r._asdict()
+    return ": " + "; ".join(
+        f"{what} {num(get[f'{rate}_from'])} -> {num(get[f'{rate}_to'])}, change {num(get[f'{rate}_change'])} "
+        f"against half-width {num(get[f'{rate}_half_width'])}: {move}"
+        for (what, rate), move in zip((("small init composes", "compose_rate"),
+                                       ("large init memorizes", "memorize_rate")), r.moves.split("/")))
 
 
 def c1_ladder_opsets() -> str:
